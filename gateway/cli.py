@@ -1,0 +1,119 @@
+"""`amq-gateway`: run a node (`serve`) and manage its users file (`passwd`).
+
+Flags override the TOML node config; every bad input ends with one line on stderr naming what
+was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import trio
+
+from gateway import __version__
+from gateway.config import ConfigError, NodeConfig, load_node_config
+from gateway.security import UsersDB, UsersFileError, run_passwd
+from gateway.server import Limits, Node
+from gateway.store import Store, StoreError
+
+LOGGER = logging.getLogger("gateway")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amq-gateway",
+        description="An AMQP 0-9-1 broker node and federation gateway.",
+    )
+    parser.add_argument("--version", action="version", version=f"amq-gateway {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run one broker node until SIGINT/SIGTERM")
+    serve.add_argument("--config", type=Path, metavar="FILE", help="TOML node config")
+    serve.add_argument("--host", metavar="H", help="address to listen on (default: all interfaces)")
+    serve.add_argument("--port", type=int, metavar="P", help="AMQP port (default 5672)")
+    storage = serve.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", type=Path, metavar="DIR", help="default ./var/<name>")
+    storage.add_argument("--memory", action="store_true", default=None, help="keep everything in RAM")
+    serve.add_argument("--name", metavar="NAME", help="node name (default: the host name)")
+    serve.add_argument("--users", type=Path, metavar="FILE", help="users file (default: guest/guest, loopback only)")
+    serve.add_argument(
+        "--log-level", metavar="L", choices=["debug", "info", "warning", "error"], help="default info"
+    )
+
+    passwd = commands.add_parser("passwd", help="add a user to a users file, or change a password")
+    passwd.add_argument("users_file", type=Path, metavar="FILE")
+    passwd.add_argument("username", metavar="USER")
+    passwd.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
+    passwd.add_argument(
+        "--vhost", action="append", dest="vhosts", metavar="VHOST",
+        help="vhost the user may open (repeatable; default: all)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve(args)
+        password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+        return run_passwd(args.users_file, args.username, password, args.vhosts)
+    except (ConfigError, UsersFileError, StoreError) as exc:
+        print(f"amq-gateway: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def node_config(args: argparse.Namespace) -> NodeConfig:
+    config = load_node_config(args.config) if args.config else NodeConfig()
+    return config.with_overrides(
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        memory=args.memory,
+        name=args.name,
+        users_file=args.users,
+        log_level=args.log_level,
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = node_config(args)
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
+    store = None if config.memory else Store.open(Path(config.data_dir))
+    try:
+        node = Node(
+            name=config.name,
+            users=users,
+            store=store,
+            limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
+        )
+        trio.run(_serve_until_signalled, node, config.host or None, config.port)
+    finally:
+        if store is not None:
+            store.close()
+    LOGGER.info("node %r stopped", config.name)
+    return 0
+
+
+async def _serve_until_signalled(node: Node, host: str | None, port: int) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.serve, host, port)
+            async for signum in signals:
+                LOGGER.info("received %s", signal.Signals(signum).name)
+                break
+            await node.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

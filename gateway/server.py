@@ -1,0 +1,465 @@
+"""The Trio layer of a node: listeners, one handler per connection, heartbeats, group commit.
+
+Everything here is I/O and time. Protocol rules live in gateway.wire and AMQP semantics in
+gateway.broker; this module moves bytes between sockets and those two, and owns every task in
+nurseries so that a connection's tasks end with it and the node's end with the node.
+
+Resource handling: each connection has a reader task and a writer task. The broker model writes
+outgoing frames into the connection's wire buffer synchronously (possibly while handling another
+connection's publish) and wakes the writer; the writer drains the buffer to the socket. When a
+peer reads too slowly its buffer passes HIGH_WATER, the model stops dispatching to it, and the
+writer resumes the model once the buffer falls under LOW_WATER.
+
+Error handling: AMQP errors are answered on the scope the spec gives them (channel or
+connection). A connection-level close waits CLOSE_TIMEOUT for Close-Ok, then drops the socket.
+An unexpected exception in one connection is logged and ends that connection only.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from gateway import __version__
+from gateway.broker import Broker, Session
+from gateway.security import AuthenticationFailed, UsersDB, authenticate
+from gateway.store import Store
+from gateway.wire import events
+from gateway.wire.connection import ServerConnection
+from gateway.wire.errors import AMQPError, connection_forced, not_allowed
+
+LOGGER = logging.getLogger("gateway.server")
+
+HIGH_WATER = 4 * 1024 * 1024
+LOW_WATER = 1024 * 1024
+RECEIVE_SIZE = 256 * 1024
+HANDSHAKE_TIMEOUT = 10.0
+CLOSE_TIMEOUT = 3.0
+SHUTDOWN_GRACE = 5.0
+TICK_INTERVAL = 0.25
+ACCEPT_RETRY_SLEEP = 0.1
+
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the node proposes in Connection.Tune."""
+
+    heartbeat: int = 60
+    frame_max: int = 131072
+    channel_max: int = 2047
+
+
+def server_properties(node_name: str) -> dict[str, Any]:
+    """The Connection.Start properties clients log and check capabilities in."""
+    return {
+        "product": "amq-gateway",
+        "version": __version__,
+        "platform": "Python/Trio",
+        "cluster_name": node_name,
+        "copyright": "amq-gateway contributors",
+        "information": "AMQP 0-9-1 federation and routing gateway",
+        "capabilities": {
+            "publisher_confirms": True,
+            "consumer_cancel_notify": True,
+            "basic.nack": True,
+            "exchange_exchange_bindings": True,
+            "connection.blocked": True,
+            "authentication_failure_close": True,
+            "per_consumer_qos": True,
+        },
+    }
+
+
+class Node:
+    """One broker node: the model, its store, and the Trio tasks that serve it."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        users: UsersDB,
+        store: Store | None = None,
+        limits: Limits = Limits(),
+    ) -> None:
+        self.name = name
+        self.users = users
+        self.store = store
+        self.limits = limits
+        self.broker = Broker(store=store, node_name=name)
+        if store is not None:
+            self.broker.recover(store.load())
+        self.handlers: set[ConnectionHandler] = set()
+        self._commit_wanted = trio.Event()
+        self._stopping = False
+        self._handler_nursery: trio.Nursery | None = None
+
+    async def serve(
+        self,
+        host: str | None,
+        port: int,
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen and serve until cancelled or shut down; started() hands back the listeners."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._handler_nursery = nursery
+                if self.store is not None:
+                    nursery.start_soon(self._commit_loop)
+                nursery.start_soon(self._tick_loop)
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener)
+                for address in listen_addresses(listeners):
+                    LOGGER.info("node %r ready: AMQP 0-9-1 listening on %s", self.name, address)
+                task_status.started(listeners)
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+
+    async def shutdown(self) -> None:
+        """Close every connection with 320 CONNECTION_FORCED, flush the store, stop serving."""
+        self._stopping = True
+        LOGGER.info("node %r shutting down: closing %d connection(s)", self.name, len(self.handlers))
+        for handler in list(self.handlers):
+            handler.force_close("broker forced connection closure with reason 'shutdown'")
+        with trio.move_on_after(SHUTDOWN_GRACE):
+            while self.handlers:
+                await trio.sleep(0.01)
+        if self.store is not None and self.store.pending:
+            self.broker.on_durable(await self.store.commit())
+        if self._handler_nursery is not None:
+            self._handler_nursery.cancel_scope.cancel()
+
+    def want_commit(self) -> None:
+        """Called after model changes: wakes the committer if the store has buffered writes."""
+        if self.store is not None and self.store.pending:
+            self._commit_wanted.set()
+
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        assert self._handler_nursery is not None
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
+                    LOGGER.error("accept failed (%s); retrying", exc, exc_info=True)
+                    await trio.sleep(ACCEPT_RETRY_SLEEP)
+                    continue
+                raise
+            if self._stopping:
+                await trio.aclose_forcefully(stream)
+                continue
+            self._handler_nursery.start_soon(self._run_handler, stream)
+
+    async def _run_handler(self, stream: trio.SocketStream) -> None:
+        handler = ConnectionHandler(self, stream)
+        self.handlers.add(handler)
+        try:
+            await handler.run()
+        except Exception:
+            LOGGER.exception("connection %s failed", handler.peer)
+        finally:
+            self.handlers.discard(handler)
+            handler.release()
+            self.want_commit()
+            await trio.aclose_forcefully(stream)
+
+    async def _commit_loop(self) -> None:
+        """Group commit: one transaction holds every write buffered since the last one."""
+        assert self.store is not None
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted = trio.Event()
+            while self.store.pending:
+                self.broker.on_durable(await self.store.commit())
+
+    async def _tick_loop(self) -> None:
+        """Expire message TTLs and unused queues when they fall due."""
+        while True:
+            deadline = self.broker.tick()
+            self.want_commit()
+            delay = TICK_INTERVAL if deadline is None else deadline - time.time()
+            await trio.sleep(min(max(delay, 0.0), TICK_INTERVAL))
+
+
+def listen_addresses(listeners: list[trio.SocketListener]) -> list[str]:
+    """host:port for each listener, as logged in the ready line and used by tests."""
+    addresses = []
+    for listener in listeners:
+        host, port = listener.socket.getsockname()[:2]
+        addresses.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    return addresses
+
+
+class ConnectionHandler:
+    """One client connection; also the broker's Outbox for it."""
+
+    def __init__(self, node: Node, stream: trio.SocketStream) -> None:
+        self.node = node
+        self.stream = stream
+        host, port = stream.socket.getpeername()[:2]
+        self.peer_host: str = host
+        self.peer = f"{host}:{port}"
+        self.wire = ServerConnection(
+            server_properties(node.name),
+            frame_max=node.limits.frame_max,
+            channel_max=node.limits.channel_max,
+            heartbeat=node.limits.heartbeat,
+        )
+        self.session: Session | None = None
+        self.user: Any = None
+        self._wakeup = trio.Event()
+        self._sending = 0
+        self._paused = False
+        self._last_received = trio.current_time()
+        self._last_sent = trio.current_time()
+        self._closing_deadline = math.inf
+        self._done = False
+        self._nursery: trio.Nursery | None = None
+        self._handshake_scope = trio.CancelScope()
+
+    # -- Outbox, called synchronously by the broker model -------------------------------------
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self.wire.client_capabilities
+
+    def writable(self) -> bool:
+        if self.wire.pending_output() + self._sending < HIGH_WATER:
+            return True
+        self._paused = True
+        return False
+
+    def send_method(self, channel: int, method: Any) -> None:
+        self.wire.send_method(channel, method)
+        self._wake()
+
+    def send_deliver(self, *args: Any) -> None:
+        self.wire.send_deliver(*args)
+        self._wake()
+
+    def send_get_ok(self, *args: Any) -> None:
+        self.wire.send_get_ok(*args)
+        self._wake()
+
+    def send_return(self, *args: Any) -> None:
+        self.wire.send_return(*args)
+        self._wake()
+
+    def close_channel(self, channel: int, error: AMQPError) -> None:
+        self.wire.close_channel(channel, error)
+        self._wake()
+
+    def close_connection(self, error: AMQPError) -> None:
+        if self._closing_deadline == math.inf:
+            self.wire.close_connection(error)
+            self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
+        self._wake()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def force_close(self, reason: str) -> None:
+        """Shutdown: a 320 to a client that finished its handshake; a plain drop otherwise."""
+        if self.session is not None:
+            self.close_connection(connection_forced(reason))
+        elif self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    def release(self) -> None:
+        """The socket is gone: give the model back everything this connection held."""
+        if self.session is not None:
+            self.session.disconnect()
+            self.session = None
+
+    async def run(self) -> None:
+        LOGGER.debug("accepted connection from %s", self.peer)
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._write_loop)
+            nursery.start_soon(self._watchdog)
+            with trio.move_on_after(HANDSHAKE_TIMEOUT) as self._handshake_scope:
+                await self._read_loop()
+            if self._handshake_scope.cancelled_caught:
+                LOGGER.warning("%s: handshake not completed in %ss; closing", self.peer, HANDSHAKE_TIMEOUT)
+            self._done = True
+            self._wake()
+            await self._flush_and_stop(nursery)
+
+    async def _flush_and_stop(self, nursery: trio.Nursery) -> None:
+        """Let the writer send what is queued (a Close, a Close-Ok), bounded, then stop."""
+        with trio.move_on_after(CLOSE_TIMEOUT):
+            while self.wire.pending_output() or self._sending:
+                await trio.sleep(0.005)
+        nursery.cancel_scope.cancel()
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    async def _read_loop(self) -> None:
+        while not self._done:
+            try:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            self._last_received = trio.current_time()
+            self.wire.receive_data(data)
+            self._process_events()
+            self.node.want_commit()
+            self._wake()
+            if not data:
+                return
+            while self.wire.pending_output() + self._sending > HIGH_WATER and not self._done:
+                # The peer is not reading what we send; stop reading what it sends.
+                await trio.sleep(0.001)
+            if self.session is not None:
+                self._handshake_scope.deadline = math.inf
+
+    def _process_events(self) -> None:
+        while not self._done:
+            event = self.wire.next_event()
+            if event is events.NEED_DATA:
+                return
+            try:
+                self._dispatch(event)
+            except AMQPError as error:
+                self._scope_error(getattr(event, "channel", 0), error)
+
+    def _dispatch(self, event: Any) -> None:
+        handler = _DISPATCH.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    def _scope_error(self, channel: int, error: AMQPError) -> None:
+        LOGGER.info("%s: channel %d: %s", self.peer, channel, error.reply_text)
+        if error.connection_level or channel == 0:
+            self.close_connection(error)
+        else:
+            self.close_channel(channel, error)
+            if self.session is not None:
+                self.session.close_channel(channel)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _on_login(self, event: events.LoginRequested) -> None:
+        try:
+            self.user = authenticate(self.node.users, event.mechanism, event.response, self.peer_host)
+        except AuthenticationFailed as failure:
+            LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
+            self.wire.refuse_login(failure.reply_text)
+            self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
+            return
+        self.wire.accept_login(self.user.name)
+
+    def _on_open(self, event: events.VhostRequested) -> None:
+        if not self.user.may_access(event.vhost):
+            raise not_allowed(f"access to vhost '{event.vhost}' refused for user '{self.user.name}'")
+        self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
+        self.wire.accept_open()
+        LOGGER.info("%s: user %r opened vhost %r", self.peer, self.user.name, event.vhost)
+
+    def _on_channel_opened(self, event: events.ChannelOpened) -> None:
+        assert self.session is not None
+        self.session.open_channel(event.channel)
+
+    def _on_channel_close(self, event: events.ChannelCloseRequested) -> None:
+        assert self.session is not None
+        self.session.close_channel(event.channel)
+
+    def _on_method(self, event: events.MethodReceived) -> None:
+        assert self.session is not None
+        self.session.handle_method(event.channel, event.method)
+
+    def _on_message(self, event: events.MessageReceived) -> None:
+        assert self.session is not None
+        self.session.handle_publish(
+            event.channel, event.exchange, event.routing_key, event.mandatory, event.immediate, event.content
+        )
+
+    def _on_ack(self, event: events.AckReceived) -> None:
+        assert self.session is not None
+        self.session.handle_ack(event.channel, event.delivery_tag, event.multiple)
+
+    def _on_protocol_error(self, event: events.ProtocolErrorOccurred) -> None:
+        error = event.error
+        LOGGER.warning("%s: protocol error: %s", self.peer, error.reply_text)
+        if error.connection_level:
+            self._closing_deadline = min(self._closing_deadline, trio.current_time() + CLOSE_TIMEOUT)
+        elif self.session is not None and event.channel:
+            self.session.close_channel(event.channel)
+
+    def _on_peer_close(self, event: events.ConnectionCloseRequested) -> None:
+        LOGGER.debug("%s: closed by peer (%d %s)", self.peer, event.reply_code, event.reply_text)
+        self._done = True
+
+    def _on_closed(self, event: events.ConnectionClosed) -> None:
+        self._done = True
+
+    # -- tasks ----------------------------------------------------------------------------------
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            data = self.wire.data_to_send()
+            if data:
+                self._sending = len(data)
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._done = True
+                    return
+                finally:
+                    self._sending = 0
+                self._last_sent = trio.current_time()
+            if self._paused and self.wire.pending_output() < LOW_WATER and self.session is not None:
+                self._paused = False
+                self.session.resume()
+                self.node.want_commit()
+
+    async def _watchdog(self) -> None:
+        """Heartbeats both ways, and the bound on waiting for a Close-Ok."""
+        while True:
+            await trio.sleep(0.5 if self._closing_deadline != math.inf else 1.0)
+            now = trio.current_time()
+            if now >= self._closing_deadline:
+                LOGGER.info("%s: no Close-Ok in time; dropping the connection", self.peer)
+                await trio.aclose_forcefully(self.stream)
+                return
+            interval = self.wire.negotiated.heartbeat if self.session is not None else 0
+            if not interval:
+                continue
+            if now - self._last_received > 2 * interval:
+                LOGGER.warning(
+                    "%s: missed heartbeats from client, timeout: %ds; closing", self.peer, interval
+                )
+                await trio.aclose_forcefully(self.stream)
+                return
+            if now - self._last_sent >= interval / 2:
+                self.wire.send_heartbeat()
+                self._last_sent = now
+                self._wake()
+
+
+_DISPATCH: dict[type, Callable[[ConnectionHandler, Any], None]] = {
+    events.LoginRequested: ConnectionHandler._on_login,
+    events.VhostRequested: ConnectionHandler._on_open,
+    events.ChannelOpened: ConnectionHandler._on_channel_opened,
+    events.ChannelCloseRequested: ConnectionHandler._on_channel_close,
+    events.MethodReceived: ConnectionHandler._on_method,
+    events.MessageReceived: ConnectionHandler._on_message,
+    events.ProtocolErrorOccurred: ConnectionHandler._on_protocol_error,
+    events.ConnectionCloseRequested: ConnectionHandler._on_peer_close,
+    events.ConnectionClosed: ConnectionHandler._on_closed,
+}
+if hasattr(events, "AckReceived"):
+    _DISPATCH[events.AckReceived] = ConnectionHandler._on_ack

@@ -1,0 +1,172 @@
+"""Message content: the raw property section of a content header, and the body.
+
+The property bytes are kept exactly as the publisher sent them. Deliveries reuse them without
+re-encoding (fast, and byte-exact for tables pamqp would re-encode differently), and only the
+few fields the broker reads are parsed, once, on first use.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from pamqp import commands, decode
+
+_CONTENT_TYPE = 1 << 15
+_CONTENT_ENCODING = 1 << 14
+_HEADERS = 1 << 13
+_DELIVERY_MODE = 1 << 12
+_PRIORITY = 1 << 11
+_CORRELATION_ID = 1 << 10
+_REPLY_TO = 1 << 9
+_EXPIRATION = 1 << 8
+
+_UNSCANNED = object()
+
+
+class Content:
+    """A message's properties (raw) and body, with the broker-relevant fields decoded lazily."""
+
+    __slots__ = (
+        "header",
+        "body",
+        "_properties",
+        "_delivery_mode",
+        "_priority",
+        "_reply_to",
+        "_expiration",
+        "_headers_raw",
+        "_headers",
+    )
+
+    def __init__(self, header: bytes, body: bytes) -> None:
+        self.header = header
+        self.body = body
+        self._properties: commands.Basic.Properties | None = None
+        self._delivery_mode: Any = _UNSCANNED
+        self._headers: Any = _UNSCANNED
+
+    @classmethod
+    def from_properties(cls, properties: commands.Basic.Properties | None, body: bytes) -> Content:
+        """Encode pamqp properties (None for none) into a new Content."""
+        props = properties or commands.Basic.Properties()
+        content = cls(props.marshal(), body)
+        content._properties = props
+        return content
+
+    @property
+    def properties(self) -> commands.Basic.Properties:
+        """All properties, decoded by pamqp (slow path: only when a field beyond the scan is needed)."""
+        if self._properties is None:
+            flags = _flags(self.header)
+            props = commands.Basic.Properties()
+            props.unmarshal(flags, self.header[_flags_length(self.header) :])
+            self._properties = props
+        return self._properties
+
+    def replace(self, **changes: Any) -> Content:
+        """A new Content with some properties changed (None removes one), re-encoded."""
+        current = self.properties
+        values = {name: getattr(current, name) for name in current.__slots__}
+        values.update(changes)
+        return Content.from_properties(commands.Basic.Properties(**values), self.body)
+
+    @property
+    def delivery_mode(self) -> int | None:
+        self._scan()
+        return self._delivery_mode
+
+    @property
+    def persistent(self) -> bool:
+        return self.delivery_mode == 2
+
+    @property
+    def priority(self) -> int | None:
+        self._scan()
+        return self._priority
+
+    @property
+    def reply_to(self) -> str | None:
+        self._scan()
+        return self._reply_to
+
+    @property
+    def expiration(self) -> str | None:
+        self._scan()
+        return self._expiration
+
+    @property
+    def headers(self) -> dict[str, Any] | None:
+        """The headers table, decoded on first use (headers exchanges, dead-lettering)."""
+        self._scan()
+        if self._headers is _UNSCANNED:
+            raw = self._headers_raw
+            self._headers = None if raw is None else decode.field_table(raw)[1]
+        return self._headers
+
+    def _scan(self) -> None:
+        """Walk the property list once, up to expiration, recording the fields the broker uses."""
+        if self._delivery_mode is not _UNSCANNED:
+            return
+        data = self.header
+        flags = _flags(data)
+        offset = _flags_length(data)
+        delivery_mode = priority = reply_to = expiration = headers_raw = None
+        try:
+            if flags & _CONTENT_TYPE:
+                offset += 1 + data[offset]
+            if flags & _CONTENT_ENCODING:
+                offset += 1 + data[offset]
+            if flags & _HEADERS:
+                (size,) = struct.unpack_from(">I", data, offset)
+                headers_raw = data[offset : offset + 4 + size]
+                offset += 4 + size
+            if flags & _DELIVERY_MODE:
+                delivery_mode = data[offset]
+                offset += 1
+            if flags & _PRIORITY:
+                priority = data[offset]
+                offset += 1
+            if flags & _CORRELATION_ID:
+                offset += 1 + data[offset]
+            if flags & _REPLY_TO:
+                length = data[offset]
+                reply_to = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
+                offset += 1 + length
+            if flags & _EXPIRATION:
+                length = data[offset]
+                expiration = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
+        except (IndexError, struct.error) as exc:
+            raise ValueError("content header properties are truncated") from exc
+        self._delivery_mode = delivery_mode
+        self._priority = priority
+        self._reply_to = reply_to
+        self._expiration = expiration
+        self._headers_raw = headers_raw
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+    def __repr__(self) -> str:
+        return f"Content(header={self.header!r}, body={len(self.body)} bytes)"
+
+
+def _flags(data: bytes) -> int:
+    """The property flags: 16-bit words, the lowest bit of each saying another word follows."""
+    flags = index = offset = 0
+    while True:
+        if len(data) < offset + 2:
+            raise ValueError("content header property flags are truncated")
+        (word,) = struct.unpack_from(">H", data, offset)
+        flags |= (word & 0xFFFE) << (16 * index)
+        offset += 2
+        index += 1
+        if not word & 1:
+            return flags
+
+
+def _flags_length(data: bytes) -> int:
+    offset = 0
+    while data[offset + 1] & 1:
+        offset += 2
+    return offset + 2

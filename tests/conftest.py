@@ -1,0 +1,27 @@
+"""Fixtures shared by the integration tests: real node processes on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.nodes import NodeProcess, start_node
+
+
+@pytest.fixture(scope="session")
+def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """One in-memory node for tests that only need a broker; tests use their own queue names."""
+    node = start_node(tmp_path_factory.mktemp("shared-node"), name="shared")
+    yield node
+    node.stop()
+
+
+@pytest.fixture
+def fresh_node(tmp_path: Path) -> Iterator[NodeProcess]:
+    """A node of the test's own, with a data dir, for tests that restart, kill or count."""
+    node = start_node(tmp_path, data_dir=tmp_path / "data", name="fresh")
+    yield node
+    if node.process.poll() is None:
+        node.stop()

@@ -1,0 +1,502 @@
+"""The node as pika (blocking) sees it: every basic feature, with the replies RabbitMQ gives."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import time
+import uuid
+from collections.abc import Iterator
+
+import pika
+import pika.exceptions
+import pytest
+
+from tests.nodes import NodeProcess
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def connection(shared_node: NodeProcess) -> Iterator[pika.BlockingConnection]:
+    conn = pika.BlockingConnection(pika.URLParameters(shared_node.url()))
+    yield conn
+    if conn.is_open:
+        conn.close()
+
+
+@pytest.fixture
+def channel(connection: pika.BlockingConnection) -> pika.adapters.blocking_connection.BlockingChannel:
+    return connection.channel()
+
+
+def get_all(channel, queue: str, limit: int = 1000) -> list[tuple]:
+    """Drain a queue with basic.get, acking as we go."""
+    out = []
+    for _ in range(limit):
+        method, properties, body = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            return out
+        out.append((method, properties, body))
+    return out
+
+
+def test_server_properties_announce_capabilities(connection) -> None:
+    properties = connection._impl.server_properties
+    assert properties["product"] == b"amq-gateway" or properties["product"] == "amq-gateway"
+    capabilities = properties["capabilities"]
+    for name in (
+        "publisher_confirms",
+        "consumer_cancel_notify",
+        "basic.nack",
+        "exchange_exchange_bindings",
+        "connection.blocked",
+        "authentication_failure_close",
+    ):
+        assert capabilities[name] is True, name
+
+
+def test_publish_and_get_round_trip_every_property(channel) -> None:
+    queue = unique("props")
+    channel.queue_declare(queue)
+    stamp = datetime.datetime(2026, 11, 21, 12, 30, 15)
+    headers = {
+        "string": "text",
+        "long-string": "x" * 1000,
+        "int": 42,
+        "negative": -7,
+        "big": 2**40,
+        "float": 1.5,
+        "bool": True,
+        "decimal": decimal.Decimal("3.14"),
+        "timestamp": stamp,
+        "array": [1, "two", [3, {"four": 4}]],
+        "nested": {"a": {"b": {"c": "deep"}}},
+        "none": None,
+    }
+    sent = pika.BasicProperties(
+        content_type="application/json",
+        content_encoding="utf-8",
+        headers=headers,
+        delivery_mode=2,
+        priority=5,
+        correlation_id="corr-1",
+        reply_to="replies",
+        expiration="60000",
+        message_id="msg-1",
+        timestamp=1_700_000_000,
+        type="greeting",
+        user_id="guest",
+        app_id="tests",
+    )
+    channel.basic_publish("", queue, b"\x00binary\xffbody", sent)
+    method, received, body = channel.basic_get(queue, auto_ack=True)
+    assert body == b"\x00binary\xffbody"
+    assert method.routing_key == queue and method.exchange == "" and not method.redelivered
+    for name in (
+        "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
+        "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
+    ):
+        assert getattr(received, name) == getattr(sent, name), name
+    got = received.headers
+    assert got["string"] == "text" and got["long-string"] == "x" * 1000
+    assert got["int"] == 42 and got["negative"] == -7 and got["big"] == 2**40
+    assert got["float"] == 1.5 and got["bool"] is True
+    assert got["decimal"] == decimal.Decimal("3.14")
+    assert got["timestamp"] == stamp
+    assert got["array"] == [1, "two", [3, {"four": 4}]]
+    assert got["nested"] == {"a": {"b": {"c": "deep"}}}
+    assert got["none"] is None
+
+
+def test_large_body_spans_frames(channel) -> None:
+    queue = unique("large")
+    channel.queue_declare(queue)
+    body = bytes(range(256)) * 4000  # 1 MB: many body frames at frame_max 131072
+    channel.basic_publish("", queue, body)
+    _, _, received = channel.basic_get(queue, auto_ack=True)
+    assert received == body
+
+
+def test_get_empty(channel) -> None:
+    queue = unique("empty")
+    channel.queue_declare(queue)
+    assert channel.basic_get(queue) == (None, None, None)
+
+
+def test_publisher_confirms_and_mandatory_return(channel) -> None:
+    channel.confirm_delivery()
+    queue = unique("confirmed")
+    channel.queue_declare(queue)
+    channel.basic_publish("", queue, b"routed", mandatory=True)
+    with pytest.raises(pika.exceptions.UnroutableError) as raised:
+        channel.basic_publish("amq.direct", unique("nowhere"), b"lost", mandatory=True)
+    returned = raised.value.messages[0]
+    assert returned.method.reply_code == 312
+    assert returned.method.reply_text == "NO_ROUTE"
+    assert returned.body == b"lost"
+    assert [body for _, _, body in get_all(channel, queue)] == [b"routed"]
+
+
+def test_return_without_confirms(connection, channel) -> None:
+    returned = []
+    channel.add_on_return_callback(lambda ch, method, props, body: returned.append((method, body)))
+    channel.basic_publish("amq.topic", unique("no.binding"), b"bounce", mandatory=True)
+    deadline = time.monotonic() + 5
+    while not returned and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    assert [(m.reply_code, body) for m, body in returned] == [(312, b"bounce")]
+
+
+def test_qos_prefetch_count_is_honoured(connection, channel) -> None:
+    queue = unique("qos")
+    channel.queue_declare(queue)
+    for i in range(10):
+        channel.basic_publish("", queue, str(i).encode())
+    channel.basic_qos(prefetch_count=3)
+    delivered = []
+    channel.basic_consume(queue, lambda ch, method, props, body: delivered.append(method))
+    connection.process_data_events(time_limit=0.5)
+    assert len(delivered) == 3
+    channel.basic_ack(delivered[-1].delivery_tag, multiple=True)
+    connection.process_data_events(time_limit=0.5)
+    assert len(delivered) == 6
+
+
+def test_nack_with_requeue_redelivers_with_flag(channel) -> None:
+    queue = unique("nack")
+    channel.queue_declare(queue)
+    channel.basic_publish("", queue, b"first")
+    channel.basic_publish("", queue, b"second")
+    method, _, body = channel.basic_get(queue)
+    assert body == b"first" and not method.redelivered
+    channel.basic_nack(method.delivery_tag, requeue=True)
+    method, _, body = channel.basic_get(queue)
+    assert body == b"first" and method.redelivered
+    channel.basic_reject(method.delivery_tag, requeue=False)
+    method, _, body = channel.basic_get(queue, auto_ack=True)
+    assert body == b"second" and not method.redelivered
+    assert channel.basic_get(queue) == (None, None, None)
+
+
+def test_closing_channel_requeues_unacked(connection) -> None:
+    queue = unique("requeue")
+    first = connection.channel()
+    first.queue_declare(queue)
+    first.basic_publish("", queue, b"m")
+    method, _, _ = first.basic_get(queue)
+    assert not method.redelivered
+    first.close()
+    second = connection.channel()
+    method, _, body = second.basic_get(queue, auto_ack=True)
+    assert body == b"m" and method.redelivered
+
+
+def test_recover_redelivers_unacked(connection, channel) -> None:
+    queue = unique("recover")
+    channel.queue_declare(queue)
+    channel.basic_publish("", queue, b"again")
+    received = []
+    channel.basic_consume(queue, lambda ch, method, props, body: received.append(method))
+    connection.process_data_events(time_limit=0.3)
+    assert len(received) == 1 and not received[0].redelivered
+    channel.basic_recover(requeue=True)
+    connection.process_data_events(time_limit=0.3)
+    assert len(received) == 2 and received[1].redelivered
+
+
+def test_unknown_delivery_tag_closes_channel_406(connection, channel) -> None:
+    queue = unique("tag")
+    channel.queue_declare(queue)
+    channel.basic_ack(12345)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(queue, passive=True)
+    assert closed.value.reply_code == 406
+    assert "unknown delivery tag 12345" in closed.value.reply_text
+    assert connection.is_open
+
+
+def test_unknown_exchange_and_queue_are_404_on_the_channel(connection) -> None:
+    channel = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.exchange_declare(unique("missing"), passive=True)
+    assert closed.value.reply_code == 404
+    channel = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(unique("missing"), passive=True)
+    assert closed.value.reply_code == 404 and "no queue" in closed.value.reply_text
+    channel = connection.channel()
+    channel.basic_publish(unique("no-such-exchange"), "k", b"x")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(unique("after"))
+    assert closed.value.reply_code == 404
+    assert connection.is_open
+    assert connection.channel().is_open
+
+
+def test_redeclare_with_different_arguments_is_406(connection) -> None:
+    queue = unique("redeclare")
+    channel = connection.channel()
+    channel.queue_declare(queue, durable=False)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(queue, durable=True)
+    assert closed.value.reply_code == 406
+    assert "inequivalent arg 'durable'" in closed.value.reply_text
+    channel = connection.channel()
+    name = unique("ex")
+    channel.exchange_declare(name, "direct")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.exchange_declare(name, "fanout")
+    assert closed.value.reply_code == 406
+
+
+def test_exclusive_queue_is_locked_to_its_connection(shared_node, channel) -> None:
+    queue = unique("exclusive")
+    channel.queue_declare(queue, exclusive=True)
+    other = pika.BlockingConnection(pika.URLParameters(shared_node.url()))
+    try:
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+            other.channel().queue_declare(queue)
+        assert closed.value.reply_code == 405
+    finally:
+        other.close()
+
+
+def test_exclusive_queue_disappears_with_its_connection(shared_node, channel) -> None:
+    queue = unique("gone")
+    owner = pika.BlockingConnection(pika.URLParameters(shared_node.url()))
+    owner.channel().queue_declare(queue, exclusive=True)
+    owner.close()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(queue, passive=True)
+    assert closed.value.reply_code == 404
+
+
+def test_server_named_queue(channel) -> None:
+    result = channel.queue_declare("", exclusive=True)
+    assert result.method.queue.startswith("amq.gen-")
+    channel.basic_publish("", result.method.queue, b"x")
+    assert channel.queue_declare(result.method.queue, passive=True).method.message_count == 1
+
+
+def test_topic_routing(channel) -> None:
+    exchange = unique("topic")
+    channel.exchange_declare(exchange, "topic")
+    queues = {}
+    for pattern in ("stocks.*.ibm", "stocks.#.ibm", "#", "stocks.nyse.*", "*.*"):
+        queues[pattern] = unique("t")
+        channel.queue_declare(queues[pattern])
+        channel.queue_bind(queues[pattern], exchange, pattern)
+    for key in ("stocks.nyse.ibm", "stocks.ibm", "stocks.world.us.ibm", "other"):
+        channel.basic_publish(exchange, key, key.encode())
+    got = {p: sorted(body.decode() for _, _, body in get_all(channel, q)) for p, q in queues.items()}
+    assert got["stocks.*.ibm"] == ["stocks.nyse.ibm"]
+    assert got["stocks.#.ibm"] == ["stocks.ibm", "stocks.nyse.ibm", "stocks.world.us.ibm"]
+    assert got["#"] == ["other", "stocks.ibm", "stocks.nyse.ibm", "stocks.world.us.ibm"]
+    assert got["stocks.nyse.*"] == ["stocks.nyse.ibm"]
+    assert got["*.*"] == ["stocks.ibm"]
+
+
+def test_headers_routing_all_and_any(channel) -> None:
+    q_all, q_any = unique("all"), unique("any")
+    for queue, match in ((q_all, "all"), (q_any, "any")):
+        channel.queue_declare(queue)
+        channel.queue_bind(queue, "amq.headers", arguments={"x-match": match, "a": 1, "b": "two"})
+    for name, headers in (("both", {"a": 1, "b": "two"}), ("one", {"a": 1}), ("none", {"c": 3})):
+        channel.basic_publish("amq.headers", "", name.encode(), pika.BasicProperties(headers=headers))
+    assert sorted(b for _, _, b in get_all(channel, q_all)) == [b"both"]
+    assert sorted(b for _, _, b in get_all(channel, q_any)) == [b"both", b"one"]
+
+
+def test_fanout_and_exchange_to_exchange_binding(channel) -> None:
+    source, middle = unique("src"), unique("mid")
+    channel.exchange_declare(source, "direct")
+    channel.exchange_declare(middle, "fanout")
+    channel.exchange_bind(middle, source, "k")
+    queues = [unique("fan") for _ in range(3)]
+    for queue in queues:
+        channel.queue_declare(queue)
+        channel.queue_bind(queue, middle)
+    channel.basic_publish(source, "k", b"via-e2e")
+    channel.basic_publish(source, "other", b"dropped")
+    for queue in queues:
+        assert [b for _, _, b in get_all(channel, queue)] == [b"via-e2e"]
+    channel.exchange_unbind(middle, source, "k")
+    channel.basic_publish(source, "k", b"after-unbind")
+    assert get_all(channel, queues[0]) == []
+
+
+def test_alternate_exchange_catches_unroutable(channel) -> None:
+    main, alternate, queue = unique("main"), unique("alt"), unique("alt-q")
+    channel.exchange_declare(alternate, "fanout")
+    channel.exchange_declare(main, "direct", arguments={"alternate-exchange": alternate})
+    channel.queue_declare(queue)
+    channel.queue_bind(queue, alternate)
+    channel.basic_publish(main, "unbound", b"caught")
+    assert [b for _, _, b in get_all(channel, queue)] == [b"caught"]
+
+
+def test_message_ttl_and_per_message_expiration(channel) -> None:
+    queue = unique("ttl")
+    channel.queue_declare(queue, arguments={"x-message-ttl": 200})
+    channel.basic_publish("", queue, b"short-lived")
+    plain = unique("expiration")
+    channel.queue_declare(plain)
+    channel.basic_publish("", plain, b"expires", pika.BasicProperties(expiration="200"))
+    channel.basic_publish("", plain, b"stays")
+    time.sleep(0.6)
+    assert get_all(channel, queue) == []
+    assert [b for _, _, b in get_all(channel, plain)] == [b"stays"]
+
+
+def test_max_length_drop_head(channel) -> None:
+    queue = unique("maxlen")
+    channel.queue_declare(queue, arguments={"x-max-length": 2})
+    for body in (b"1", b"2", b"3"):
+        channel.basic_publish("", queue, body)
+    assert [b for _, _, b in get_all(channel, queue)] == [b"2", b"3"]
+
+
+def test_max_length_bytes(channel) -> None:
+    queue = unique("maxbytes")
+    channel.queue_declare(queue, arguments={"x-max-length-bytes": 10})
+    for body in (b"aaaa", b"bbbb", b"cccc"):
+        channel.basic_publish("", queue, body)
+    assert [b for _, _, b in get_all(channel, queue)] == [b"bbbb", b"cccc"]
+
+
+def test_reject_publish_overflow_nacks_with_confirms(channel) -> None:
+    queue = unique("reject-publish")
+    channel.queue_declare(queue, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    channel.confirm_delivery()
+    channel.basic_publish("", queue, b"fits")
+    with pytest.raises(pika.exceptions.NackError):
+        channel.basic_publish("", queue, b"refused")
+    assert [b for _, _, b in get_all(channel, queue)] == [b"fits"]
+
+
+def test_dead_lettering_on_reject_expiry_and_overflow(channel) -> None:
+    dlx, dead = unique("dlx"), unique("dead")
+    channel.exchange_declare(dlx, "fanout")
+    channel.queue_declare(dead)
+    channel.queue_bind(dead, dlx)
+    source = unique("source")
+    channel.queue_declare(
+        source,
+        arguments={"x-dead-letter-exchange": dlx, "x-max-length": 2, "x-message-ttl": 300},
+    )
+    for body in (b"overflowed", b"rejected", b"expired"):
+        channel.basic_publish("", source, body)
+    method, _, body = channel.basic_get(source)
+    assert body == b"rejected"
+    channel.basic_reject(method.delivery_tag, requeue=False)
+    time.sleep(0.7)
+    dead_letters = {body: props.headers for _, props, body in get_all(channel, dead)}
+    assert set(dead_letters) == {b"overflowed", b"rejected", b"expired"}
+    reasons = {body: headers["x-death"][0]["reason"] for body, headers in dead_letters.items()}
+    assert reasons == {b"overflowed": "maxlen", b"rejected": "rejected", b"expired": "expired"}
+    death = dead_letters[b"rejected"]["x-death"][0]
+    assert death["queue"] == source and death["count"] == 1 and death["routing-keys"] == [source]
+    assert dead_letters[b"rejected"]["x-first-death-reason"] == "rejected"
+
+
+def test_dead_letter_routing_key(channel) -> None:
+    dead = unique("dead-rk")
+    channel.queue_declare(dead)
+    source = unique("src-rk")
+    channel.queue_declare(
+        source, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead}
+    )
+    channel.basic_publish("", source, b"to-default")
+    method, _, _ = channel.basic_get(source)
+    channel.basic_nack(method.delivery_tag, requeue=False)
+    assert [b for _, _, b in get_all(channel, dead)] == [b"to-default"]
+
+
+def test_transactions_commit_and_rollback(connection, channel) -> None:
+    queue = unique("tx")
+    channel.queue_declare(queue)
+    channel.tx_select()
+    channel.basic_publish("", queue, b"rolled-back")
+    channel.tx_rollback()
+    channel.basic_publish("", queue, b"committed")
+    other = connection.channel()
+    assert other.queue_declare(queue, passive=True).method.message_count == 0
+    channel.tx_commit()
+    assert [b for _, _, b in get_all(other, queue)] == [b"committed"]
+
+
+def test_commit_without_select_is_406(connection) -> None:
+    channel = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.tx_commit()
+    assert closed.value.reply_code == 406
+
+
+def test_consumer_cancelled_when_queue_deleted(connection, channel) -> None:
+    queue = unique("cancelled")
+    channel.queue_declare(queue)
+    cancelled = []
+    channel.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+    tag = channel.basic_consume(queue, lambda *args: None)
+    other = connection.channel()
+    other.queue_delete(queue)
+    connection.process_data_events(time_limit=0.5)
+    assert cancelled == [tag]
+
+
+def test_queue_delete_if_empty_and_purge(channel, connection) -> None:
+    queue = unique("purge")
+    channel.queue_declare(queue)
+    for _ in range(3):
+        channel.basic_publish("", queue, b"x")
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_delete(queue, if_empty=True)
+    assert closed.value.reply_code == 406
+    channel = connection.channel()
+    assert channel.queue_purge(queue).method.message_count == 3
+    assert channel.queue_delete(queue, if_empty=True).method.message_count == 0
+
+
+def test_declaring_amq_prefixed_exchange_is_refused(connection) -> None:
+    channel = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.exchange_declare("amq.custom", "direct")
+    assert closed.value.reply_code == 403
+
+
+def test_ootb_exchanges_exist(channel) -> None:
+    for name, kind in (
+        ("amq.direct", "direct"), ("amq.fanout", "fanout"), ("amq.topic", "topic"),
+        ("amq.headers", "headers"), ("amq.match", "headers"), ("amq.service", "direct"),
+        ("amq.data", "topic"), ("amq.dataex", "headers"),
+    ):
+        channel.exchange_declare(name, kind, passive=True)
+
+
+def test_bad_login_is_refused_403(shared_node) -> None:
+    with pytest.raises(pika.exceptions.ProbableAuthenticationError) as refused:
+        pika.BlockingConnection(pika.URLParameters(shared_node.url(password="wrong")))
+    assert "ACCESS_REFUSED" in str(refused.value)
+
+
+def test_unknown_vhost_is_530(shared_node) -> None:
+    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as closed:
+        pika.BlockingConnection(pika.URLParameters(shared_node.url(vhost="nowhere")))
+    assert closed.value.reply_code == 530
+
+
+def test_consumer_round_robin_and_no_ack(connection, channel) -> None:
+    queue = unique("rr")
+    channel.queue_declare(queue)
+    seen: dict[str, list[bytes]] = {"a": [], "b": []}
+    channel.basic_consume(queue, lambda ch, m, p, body: seen["a"].append(body), auto_ack=True)
+    channel.basic_consume(queue, lambda ch, m, p, body: seen["b"].append(body), auto_ack=True)
+    for i in range(10):
+        channel.basic_publish("", queue, str(i).encode())
+    deadline = time.monotonic() + 5
+    while len(seen["a"]) + len(seen["b"]) < 10 and time.monotonic() < deadline:
+        connection.process_data_events(time_limit=0.1)
+    assert len(seen["a"]) == 5 and len(seen["b"]) == 5
