@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run one broker node until SIGINT/SIGTERM")
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML node config")
-    serve.add_argument("--host", metavar="H", help="address to listen on (default: all interfaces)")
+    serve.add_argument("--host", metavar="H", help="address to listen on (default: all interfaces, also written '*')")
     serve.add_argument("--port", type=int, metavar="P", help="AMQP port (default 5672)")
     storage = serve.add_mutually_exclusive_group()
     storage.add_argument("--data-dir", type=Path, metavar="DIR", help="default ./var/<name>")
@@ -77,7 +77,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         data_dir=args.data_dir,
         memory=args.memory,
         name=args.name,
-        users_file=args.users,
+        users=args.users,
         log_level=args.log_level,
     )
 
@@ -89,7 +89,7 @@ def serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
-    store = None if config.memory else Store.open(Path(config.data_dir))
+    store = None if config.store_dir is None else Store.open(config.store_dir)
     try:
         node = Node(
             name=config.name,
@@ -97,7 +97,7 @@ def serve(args: argparse.Namespace) -> int:
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
         )
-        trio.run(_serve_until_signalled, node, config.host or None, config.port)
+        trio.run(_serve_until_signalled, node, config.host, config.port)
     finally:
         if store is not None:
             store.close()

@@ -313,7 +313,7 @@ class ConnectionHandler:
                 data = b""
             self._last_received = trio.current_time()
             self.wire.receive_data(data)
-            self._process_events()
+            await self._process_events()
             self.node.want_commit()
             self._wake()
             if not data:
@@ -324,11 +324,14 @@ class ConnectionHandler:
             if self.session is not None:
                 self._handshake_scope.deadline = math.inf
 
-    def _process_events(self) -> None:
+    async def _process_events(self) -> None:
         while not self._done:
             event = self.wire.next_event()
             if event is events.NEED_DATA:
                 return
+            if type(event) is events.LoginRequested:
+                await self._login(event)
+                continue
             try:
                 self._dispatch(event)
             except AMQPError as error:
@@ -350,15 +353,22 @@ class ConnectionHandler:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def _on_login(self, event: events.LoginRequested) -> None:
+    async def _login(self, event: events.LoginRequested) -> None:
+        """Check credentials in a worker thread: a password hash costs tens of milliseconds."""
         try:
-            self.user = authenticate(self.node.users, event.mechanism, event.response, self.peer_host)
+            self.user = await trio.to_thread.run_sync(
+                authenticate, self.node.users, event.mechanism, event.response, self.peer_host
+            )
         except AuthenticationFailed as failure:
             LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
-            self.wire.refuse_login(failure.reply_text)
-            self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
-            return
-        self.wire.accept_login(self.user.name)
+            if failure.reply_code == 403:
+                self.wire.refuse_login(failure.reply_text)
+                self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
+            else:
+                self.close_connection(AMQPError(failure.reply_code, failure.reply_text))
+        else:
+            self.wire.accept_login(self.user.name)
+        self._wake()
 
     def _on_open(self, event: events.VhostRequested) -> None:
         if not self.user.may_access(event.vhost):
@@ -451,7 +461,6 @@ class ConnectionHandler:
 
 
 _DISPATCH: dict[type, Callable[[ConnectionHandler, Any], None]] = {
-    events.LoginRequested: ConnectionHandler._on_login,
     events.VhostRequested: ConnectionHandler._on_open,
     events.ChannelOpened: ConnectionHandler._on_channel_opened,
     events.ChannelCloseRequested: ConnectionHandler._on_channel_close,

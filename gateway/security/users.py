@@ -1,0 +1,311 @@
+"""Users: the users file (TOML, hashed passwords), the built-in guest, and `passwd`.
+
+```toml
+[users.alice]
+password = "scrypt$n=16384,r=8,p=1$<salt>$<hash>"   # made by `amq-gateway passwd`
+vhosts = ["/"]                # optional; omitted = every vhost
+tags = ["administrator"]      # optional
+loopback_only = false         # optional; true by default for "guest" only, as in RabbitMQ
+```
+
+Without a users file the node has RabbitMQ's default: guest/guest, from loopback only.
+"""
+
+from __future__ import annotations
+
+import getpass
+import ipaddress
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from gateway.config import ConfigError, Invalid, TomlFile, describe, read_toml
+from gateway.security.passwords import PasswordHash, VerifiedCache
+
+GUEST = "guest"
+_KEYS = ("password", "vhosts", "tags", "loopback_only")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class UsersFileError(ConfigError):
+    """The users file is unreadable or holds something we refuse to use."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x (what a dual-stack socket reports)."""
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+@dataclass(frozen=True)
+class User:
+    """An authenticated identity and what it may reach. vhosts None means every vhost."""
+
+    name: str
+    vhosts: frozenset[str] | None = None
+    tags: tuple[str, ...] = ()
+    loopback_only: bool = False
+
+    def may_access(self, vhost: str) -> bool:
+        return self.vhosts is None or vhost in self.vhosts
+
+    def may_connect_from(self, peer_host: str) -> bool:
+        """RabbitMQ's loopback_users rule: such users can only connect via localhost."""
+        return not self.loopback_only or is_loopback(peer_host)
+
+
+@dataclass(frozen=True)
+class _Record:
+    user: User
+    password: PasswordHash
+
+
+@cache
+def _decoy() -> PasswordHash:
+    """A hash to check unknown users against, so they take as long as wrong passwords."""
+    return PasswordHash.create(os.urandom(16).hex())
+
+
+def _check_username(name: str) -> str:
+    if not 0 < len(name.encode("utf-8")) <= 255 or any(c < " " or c == "\x7f" for c in name):
+        raise ValueError(f"invalid user name {name!r}: 1-255 bytes, no control characters")
+    return name
+
+
+class UsersDB:
+    """The users a node accepts. Immutable once loaded; reload by loading again."""
+
+    def __init__(self, records: Iterable[_Record], path: Path | None = None) -> None:
+        self.path = path
+        self._records = {record.user.name: record for record in records}
+        self._verified = VerifiedCache()
+
+    @classmethod
+    def default(cls) -> UsersDB:
+        """No users file: RabbitMQ's guest/guest, administrator, vhost "/", loopback only."""
+        guest = User(GUEST, frozenset({"/"}), ("administrator",), loopback_only=True)
+        return cls([_Record(guest, PasswordHash.create("guest"))])
+
+    @classmethod
+    def load(cls, path: Path | str) -> UsersDB:
+        """Read a users file; every problem raises UsersFileError naming file, line and key."""
+        try:
+            doc = read_toml(Path(path))
+            return cls(_parse(doc), doc.path)
+        except ConfigError as err:
+            raise UsersFileError(str(err)) from None
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._records
+
+    def get(self, name: str) -> User | None:
+        record = self._records.get(name)
+        return record.user if record else None
+
+    def verify(self, name: str, password: str) -> bool:
+        """Check a password; CPU-bound (scrypt) unless this login succeeded recently."""
+        record = self._records.get(name)
+        if record is None:
+            _decoy().verify(password)
+            return False
+        token = self._verified.token(name, password, record.password)
+        if token in self._verified:
+            return True
+        if not record.password.verify(password):
+            return False
+        self._verified.add(token)
+        return True
+
+
+def _parse(doc: TomlFile) -> list[_Record]:
+    for key in doc.data:
+        if key != "users":
+            raise doc.error((key,), "unknown key (a users file holds only [users.<name>] tables)")
+    users = doc.data.get("users", {})
+    if not isinstance(users, dict):
+        raise doc.error(("users",), f"expected a table of users, got {describe(users)}")
+    records = []
+    for name, entry in users.items():
+        where = ("users", name)
+        try:
+            _check_username(name)
+        except ValueError as err:
+            raise doc.error(where, str(err)) from None
+        if not isinstance(entry, dict):
+            raise doc.error(where, f"expected a table, got {describe(entry)}")
+        for key in entry:
+            if key not in _KEYS:
+                raise doc.error((*where, key), f"unknown key (known: {', '.join(_KEYS)})")
+        if "password" not in entry:
+            raise doc.error(where, "missing key 'password'")
+        try:
+            password = _password(entry["password"])
+        except (Invalid, ValueError) as err:
+            raise doc.error((*where, "password"), str(err)) from None
+        checks = {"vhosts": _string_list, "tags": _string_list, "loopback_only": _bool}
+        values = {}
+        for key, check in checks.items():
+            if key in entry:
+                try:
+                    values[key] = check(entry[key])
+                except Invalid as err:
+                    raise doc.error((*where, key), str(err)) from None
+        vhosts = values.get("vhosts")
+        user = User(
+            name,
+            frozenset(vhosts) if vhosts is not None else None,
+            tuple(values.get("tags", ())),
+            values.get("loopback_only", name == GUEST),
+        )
+        records.append(_Record(user, password))
+    return records
+
+
+def _password(value: object) -> PasswordHash:
+    if not isinstance(value, str):
+        raise Invalid("a password hash string", value)
+    if not value.startswith("scrypt$"):
+        # Never echo the value: it is probably somebody's real password.
+        raise ValueError(
+            "this looks like a plain-text password; store a hash made by "
+            "'amq-gateway passwd FILE USER' instead"
+        )
+    try:
+        return PasswordHash.parse(value)
+    except ValueError as err:
+        raise ValueError(f"malformed password hash: {err}") from None
+
+
+def _string_list(value: object) -> list[str]:
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and 0 < len(item) <= 255 for item in value
+    ):
+        raise Invalid("an array of non-empty strings", value)
+    return value
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid("true or false", value)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string; control characters are escaped, everything else kept."""
+    escaped = []
+    for char in text:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 32 or char == "\x7f":
+            escaped.append(f"\\u{ord(char):04x}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def _toml_key(name: str) -> str:
+    return name if _BARE_KEY.match(name) else _toml_string(name)
+
+
+def _render(records: Iterable[_Record]) -> str:
+    lines = ["# amq-gateway users file, rewritten by 'amq-gateway passwd': comments are not kept."]
+    for record in records:
+        user = record.user
+        lines += ["", f"[users.{_toml_key(user.name)}]"]
+        lines.append(f"password = {_toml_string(record.password.encode())}")
+        if user.vhosts is not None:
+            lines.append(f"vhosts = [{', '.join(_toml_string(v) for v in sorted(user.vhosts))}]")
+        if user.tags:
+            lines.append(f"tags = [{', '.join(_toml_string(t) for t in user.tags)}]")
+        if user.loopback_only != (user.name == GUEST):
+            lines.append(f"loopback_only = {'true' if user.loopback_only else 'false'}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half; mode 0600 (it holds hashes)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:  # mkstemp creates it 0600
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def set_password(
+    path: Path | str, username: str, password: str, vhosts: Iterable[str] | None = None
+) -> bool:
+    """Add a user or change one's password (and vhosts, if given); True when added.
+
+    A new user without vhosts may use every vhost. Other users, and this user's tags, are
+    kept. The file is created if missing.
+    """
+    path = Path(path)
+    _check_username(username)
+    if not password:
+        raise ValueError("the password must not be empty")
+    if vhosts is not None:
+        try:
+            vhosts = frozenset(_string_list(list(vhosts)))
+        except Invalid as err:
+            raise ValueError(f"vhosts: {err}") from None
+    records = dict(UsersDB.load(path)._records) if path.exists() else {}
+    old = records.get(username)
+    user = old.user if old else User(username, loopback_only=username == GUEST)
+    if vhosts is not None:
+        user = User(user.name, vhosts, user.tags, user.loopback_only)
+    records[username] = _Record(user, PasswordHash.create(password))
+    _write_atomically(path, _render(records.values()))
+    return old is None
+
+
+def run_passwd(
+    users_file: Path, username: str, password: str | None, vhosts: list[str] | None
+) -> int:
+    """`amq-gateway passwd FILE USER`: prompt twice unless given a password; exit code."""
+    if password is None:
+        try:
+            password = getpass.getpass(f"Password for {username}: ")
+            again = getpass.getpass("Repeat the password: ")
+        except EOFError:
+            print("amq-gateway passwd: no password given", file=sys.stderr)
+            return 1
+        if password != again:
+            print("amq-gateway passwd: passwords do not match; nothing changed", file=sys.stderr)
+            return 1
+    try:
+        added = set_password(users_file, username, password, vhosts)
+    except (ConfigError, ValueError) as err:
+        print(f"amq-gateway passwd: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"amq-gateway passwd: {users_file}: {err.strerror}", file=sys.stderr)
+        return 1
+    print(f"{'Added user' if added else 'Changed password for user'} {username!r}")
+    return 0
