@@ -1,0 +1,124 @@
+"""Opening the data dir: its lock, the database file, its pragmas and schema.
+
+The schema: one row per durable vhost, exchange, queue and binding (argument tables in the
+encoding of `tables`), `messages` holding each persistent message's content once, and
+`queue_messages` saying which queues hold it, in which order, and whether it was delivered.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+from pathlib import Path
+
+from .records import StoreError, StoreLocked
+
+SCHEMA_VERSION = 1
+DB_FILE = "store.db"
+LOCK_FILE = "LOCK"
+
+_SCHEMA = (
+    "CREATE TABLE vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
+    (
+        "CREATE TABLE exchanges (vhost TEXT, name TEXT, type TEXT NOT NULL,"
+        " auto_delete INTEGER NOT NULL, internal INTEGER NOT NULL, arguments BLOB NOT NULL,"
+        " PRIMARY KEY (vhost, name)) WITHOUT ROWID"
+    ),
+    (
+        "CREATE TABLE queues (vhost TEXT, name TEXT, auto_delete INTEGER NOT NULL,"
+        " arguments BLOB NOT NULL, PRIMARY KEY (vhost, name)) WITHOUT ROWID"
+    ),
+    (
+        "CREATE TABLE bindings (vhost TEXT, source TEXT, destination_kind TEXT, destination TEXT,"
+        " routing_key TEXT, arguments BLOB, PRIMARY KEY"
+        " (vhost, source, destination_kind, destination, routing_key, arguments)) WITHOUT ROWID"
+    ),
+    # A rowid table: bodies can be large, which WITHOUT ROWID tables handle badly.
+    (
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, exchange TEXT NOT NULL,"
+        " routing_key TEXT NOT NULL, header BLOB NOT NULL, body BLOB NOT NULL)"
+    ),
+    (
+        "CREATE TABLE queue_messages (message_id INTEGER, vhost TEXT, queue TEXT,"
+        " seq INTEGER NOT NULL, delivered INTEGER NOT NULL,"
+        " PRIMARY KEY (message_id, vhost, queue)) WITHOUT ROWID"
+    ),
+)
+
+
+def lock_data_dir(data_dir: Path) -> int:
+    """flock the data dir's LOCK file and write our pid in it; the lock dies with the process."""
+    path = data_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreError(f"cannot open the lock file {path}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise StoreLocked(
+            f"data dir {data_dir} is in use by another node (pid {holder});"
+            " only one node may use a data dir at a time"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def connect(path: Path) -> tuple[sqlite3.Connection, int]:
+    """Open (or create) the database; returns it with the highest enqueue sequence number."""
+    try:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the store {path}: {exc}") from exc
+    try:
+        created = migrate(db, path)
+        seq = db.execute("SELECT coalesce(max(seq), 0) FROM queue_messages").fetchone()[0]
+    except sqlite3.Error as exc:
+        db.close()
+        raise StoreError(
+            f"cannot open the store {path} (damaged or not a database?): {exc}"
+        ) from exc
+    except BaseException:
+        db.close()
+        raise
+    if created:
+        sync_directory(path.parent)
+    return db, seq
+
+
+def migrate(db: sqlite3.Connection, path: Path) -> bool:
+    """Check the schema version, set durability pragmas, create the schema; True if created."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this amq-gateway supports"
+            f" ({SCHEMA_VERSION}); run a newer amq-gateway or use another data dir"
+        )
+    if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        raise StoreError(f"{path} is an SQLite database but not an amq-gateway store")
+    (mode,) = db.execute("PRAGMA journal_mode = WAL").fetchone()
+    if mode != "wal":
+        raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
+    if version == SCHEMA_VERSION:
+        return False
+    db.execute("BEGIN")
+    for statement in _SCHEMA:
+        db.execute(statement)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    db.execute("COMMIT")
+    return True
+
+
+def sync_directory(directory: Path) -> None:
+    """fsync a new database file's directory entry: SQLite syncs the WAL's, not the main file's."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

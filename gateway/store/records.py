@@ -1,0 +1,65 @@
+"""What the store hands back at start-up, and how it fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.wire.content import Content
+
+
+class StoreError(Exception):
+    """The durable store cannot be used; the message names the data dir or file and why."""
+
+
+class StoreLocked(StoreError):
+    """Another node (possibly this process) holds the data dir's lock."""
+
+
+@dataclass(frozen=True)
+class ExchangeRecord:
+    vhost: str
+    name: str
+    type: str
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    vhost: str
+    name: str
+    auto_delete: bool
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BindingRecord:
+    vhost: str
+    source: str
+    destination_kind: str  # "queue" or "exchange"
+    destination: str
+    routing_key: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    message_id: int
+    exchange: str
+    routing_key: str
+    content: Content
+    redelivered: bool
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Durable state at start-up; `messages` maps (vhost, queue) to its messages in enqueue order."""
+
+    vhosts: list[str] = field(default_factory=list)
+    exchanges: list[ExchangeRecord] = field(default_factory=list)
+    queues: list[QueueRecord] = field(default_factory=list)
+    bindings: list[BindingRecord] = field(default_factory=list)
+    messages: dict[tuple[str, str], list[MessageRecord]] = field(default_factory=dict)
+    next_message_id: int = 1
