@@ -17,7 +17,7 @@ import trio
 from gateway import __version__
 from gateway.config import ConfigError, NodeConfig, load_node_config
 from gateway.security import UsersDB, UsersFileError, run_passwd
-from gateway.server import Limits, Node
+from gateway.server import Limits, ListenError, Node
 from gateway.store import Store, StoreError
 
 LOGGER = logging.getLogger("gateway")
@@ -97,7 +97,15 @@ def serve(args: argparse.Namespace) -> int:
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
         )
-        trio.run(_serve_until_signalled, node, config.host, config.port)
+        failures: list[str] = []
+        try:
+            trio.run(_serve_until_signalled, node, config.host, config.port)
+        except* ListenError as group:
+            failures.extend(str(exc) for exc in group.exceptions)
+        for failure in failures:
+            print(f"amq-gateway: error: {failure}", file=sys.stderr)
+        if failures:
+            return 1
     finally:
         if store is not None:
             store.close()

@@ -49,6 +49,10 @@ ACCEPT_RETRY_SLEEP = 0.1
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
 
+class ListenError(Exception):
+    """The node could not open its listening sockets (port in use, address not local...)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """What the node proposes in Connection.Tune."""
@@ -110,7 +114,10 @@ class Node:
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Listen and serve until cancelled or shut down; started() hands back the listeners."""
-        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host)
+        except OSError as exc:
+            raise ListenError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from exc
         try:
             async with trio.open_nursery() as nursery:
                 self._handler_nursery = nursery

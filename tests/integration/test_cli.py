@@ -1,0 +1,81 @@
+"""`amq-gateway` as an operator runs it: users file, config file, flags, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pika
+import pika.exceptions
+import pytest
+
+from tests.nodes import start_node
+from tests.rawclient import RawClient
+
+CLI = [sys.executable, "-m", "gateway.cli"]
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_passwd_then_login_with_users_file(tmp_path) -> None:
+    users = tmp_path / "users.toml"
+    added = run_cli("passwd", str(users), "alice", "--password-stdin", stdin="s3cret\n")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.strip() == "Added user 'alice'"
+    assert "s3cret" not in users.read_text()
+    changed = run_cli("passwd", str(users), "alice", "--password-stdin", stdin="n3w\n")
+    assert changed.stdout.strip() == "Changed password for user 'alice'"
+
+    node = start_node(tmp_path, "--users", str(users))
+    try:
+        connection = pika.BlockingConnection(pika.URLParameters(node.url("alice", "n3w")))
+        assert connection.channel().is_open
+        connection.close()
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(pika.URLParameters(node.url("alice", "s3cret")))
+        with pytest.raises(pika.exceptions.ProbableAuthenticationError):
+            pika.BlockingConnection(pika.URLParameters(node.url("guest", "guest")))
+        assert "login refused" in node.log()
+    finally:
+        node.stop()
+
+
+def test_config_file_with_flag_overrides(tmp_path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nname = "from-file"\nport = 1\nmemory = true\nheartbeat = 5\n')
+    node = start_node(tmp_path, "--config", str(config), name="from-flag")
+    try:
+        assert "node 'from-flag' ready" in node.log()
+        client = RawClient(node.port)
+        assert client.handshake().heartbeat == 5
+        client.close()
+    finally:
+        node.stop()
+
+
+def test_bad_config_file_names_file_key_and_line(tmp_path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nname = "x"\nprot = 5672\n')
+    result = run_cli("serve", "--config", str(config))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert str(config) in result.stderr and "node.prot" in result.stderr
+
+
+def test_bad_flag_is_a_usage_error(tmp_path) -> None:
+    result = run_cli("serve", "--port", "not-a-port")
+    assert result.returncode == 2
+    assert "--port" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_port_in_use_is_a_clear_error(tmp_path) -> None:
+    node = start_node(tmp_path)
+    try:
+        result = run_cli("serve", "--memory", "--host", "127.0.0.1", "--port", str(node.port))
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+        assert f"127.0.0.1:{node.port}" in result.stderr
+    finally:
+        node.stop()
