@@ -1,0 +1,1 @@
+"""Throughput and latency harness: amq-gateway against RabbitMQ, same machine, same run."""

@@ -1,0 +1,61 @@
+"""``python -m benchmarks run``: run the scenarios, write the Markdown report and the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import brokers, harness, report
+
+RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="benchmark the brokers and write the report")
+    run.add_argument("--messages", type=int, default=100_000, help="messages per run")
+    run.add_argument("--only", choices=list(harness.BROKERS), help="benchmark one broker")
+    run.add_argument(
+        "--repeat", type=int, default=3, help="runs per throughput scenario; the median is reported"
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds before a run is aborted and reported as failed",
+    )
+    run.add_argument(
+        "--gateway",
+        type=Path,
+        default=brokers.default_gateway_command(),
+        help="amq-gateway executable (default: the one in this virtualenv)",
+    )
+    run.add_argument(
+        "--out", type=Path, default=Path("docs/benchmarks.md"), help="Markdown report to write"
+    )
+    args = parser.parse_args(argv)
+    if args.messages < 1 or args.repeat < 1:
+        parser.error("--messages and --repeat must be at least 1")
+    python = os.path.relpath(sys.executable)
+    command = shlex.join(
+        [
+            python if not python.startswith("..") else sys.executable,
+            "-m",
+            "benchmarks",
+            *(sys.argv[1:] if argv is None else argv),
+        ]
+    )
+    settings = harness.Settings(args.messages, args.repeat, args.timeout, args.gateway)
+    results = harness.run(args.only, settings, command)
+    report.write_json(results, RESULTS_JSON)
+    report.write_markdown(results, args.out)
+    print(f"wrote {args.out} and {RESULTS_JSON}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

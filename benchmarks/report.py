@@ -1,0 +1,205 @@
+"""Turn a results dict into docs/benchmarks.md and benchmarks/results/latest.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .scenarios import SCENARIOS, Scenario
+
+NAMES = {"rabbitmq": "RabbitMQ", "gateway": "amq-gateway"}
+# From ../shared/notes/baseline-rabbitmq.md: RabbitMQ 3.10.8 with the C client on these
+# machines. Shown so a reader can tell whether the load tool held RabbitMQ back.
+C_CLIENT_ANCHOR = {
+    "transient": "107,000 msg/s",
+    "confirms": "87,000 msg/s",
+    "topic": "69,500 msg/s",
+    "paced": "p50 0.21 ms / p99 0.79 ms",
+}
+# Issue 2's targets, as minimum gateway / RabbitMQ msg/s ratios.
+TARGETS = {"transient": 0.5, "persistent": 1.0}
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def _result(results: dict[str, Any], broker: str, key: str) -> dict[str, Any] | None:
+    """A scenario's figures if that broker ran it successfully."""
+    entry = results["brokers"][broker]
+    found = entry.get("scenarios", {}).get(key)
+    return found if found and found["ok"] else None
+
+
+def _ratio(gw: dict[str, Any] | None, rmq: dict[str, Any] | None, field: str) -> str:
+    if gw is None or rmq is None or not rmq[field]:
+        return "—"
+    return f"{gw[field] / rmq[field]:.2f}"
+
+
+def _cells(entry: dict[str, Any], r: dict[str, Any] | None, key: str) -> list[str]:
+    if r is not None:
+        return [
+            f"{r['msg_per_s']:,.0f}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            f"{r['broker_cpu_s']:.2f}",
+            f"{r['peak_rss_mb']:.0f}",
+        ]
+    failed = entry.get("scenarios", {}).get(key)
+    why = f"failed: {failed['error']}" if failed else "not measured"
+    return [why.replace("|", "/").replace("\n", " ")[:120], "", "", "", ""]
+
+
+def _machine(results: dict[str, Any]) -> list[str]:
+    m = results["machine"]
+    lines = [
+        f"- CPUs: {m['nproc']} × {m['cpu_model']}; Linux {m['kernel']}; "
+        f"load average at start {' '.join(m['loadavg_at_start'])}",
+        f"- Python {m['python']} (load tool and amq-gateway)",
+    ]
+    for broker, entry in results["brokers"].items():
+        if entry["status"] == "ran":
+            s = entry["server"]
+            detail = " ".join(v for v in (s.get("product"), s.get("version")) if v)
+            platform = f" on {s['platform']}" if s.get("platform") else ""
+            lines.append(f"- {NAMES[broker]}: {detail}{platform}")
+        else:
+            lines.append(f"- {NAMES[broker]}: not measured ({entry['note'].splitlines()[0]})")
+    return lines
+
+
+def _tool_row(results: dict[str, Any], s: Scenario) -> list[str]:
+    """C-client anchor vs this tool against RabbitMQ, and the tool's own CPU use."""
+    r = _result(results, "rabbitmq", s.key)
+    if r is None:
+        return [s.title, C_CLIENT_ANCHOR.get(s.key, "—"), "—", "—"]
+    ours = (
+        f"p50 {r['p50_ms']:.2f} ms / p99 {r['p99_ms']:.2f} ms"
+        if s.rate
+        else (f"{r['msg_per_s']:,.0f} msg/s")
+    )
+    cpu = f"{r['publisher_cpu_s']:.2f} + {r['consumer_cpu_s']:.2f} in {r['elapsed_s']:.2f}"
+    return [s.title, C_CLIENT_ANCHOR.get(s.key, "—"), ours, cpu]
+
+
+def render(results: dict[str, Any]) -> str:
+    st = results["settings"]
+    rows, ratio_rows, targets = [], [], []
+    for s in SCENARIOS:
+        rmq, gw = (_result(results, b, s.key) for b in ("rabbitmq", "gateway"))
+        for broker, r in (("rabbitmq", rmq), ("gateway", gw)):
+            ratio = _ratio(gw, rmq, "msg_per_s") if broker == "gateway" else ""
+            rows.append(
+                [s.title, NAMES[broker], *_cells(results["brokers"][broker], r, s.key), ratio]
+            )
+        ratio_rows.append(
+            [
+                s.title,
+                *(
+                    _ratio(gw, rmq, f)
+                    for f in (
+                        "msg_per_s",
+                        "p50_ms",
+                        "p99_ms",
+                        "broker_cpu_us_per_msg",
+                        "peak_rss_mb",
+                    )
+                ),
+            ]
+        )
+        if s.key in TARGETS:
+            got = _ratio(gw, rmq, "msg_per_s")
+            verdict = "—" if got == "—" else ("met" if float(got) >= TARGETS[s.key] else "NOT met")
+            targets.append(
+                f"- {s.title}: gateway / RabbitMQ msg/s ≥ {TARGETS[s.key]}: {got} ({verdict})"
+            )
+    tool_rows = [_tool_row(results, s) for s in SCENARIOS]
+    lines = [
+        "# Benchmarks: amq-gateway and RabbitMQ on the same machine",
+        "",
+        f"Generated by `benchmarks/` on {results['date']} ({results['duration_s']} s); "
+        "rerun rather than edit:",
+        "",
+        f"    {results['command']}",
+        "",
+        "## Machine",
+        "",
+        *_machine(results),
+        "",
+        "## Method",
+        "",
+        f"- {st['messages']:,} messages of {st['body_bytes']} bytes per run; throughput "
+        f"scenarios run {st['repeat']} times and the run with the median rate is shown; each run "
+        f"is aborted and reported as failed after {st['timeout']:.0f} s.",
+        "- One publisher process and one consumer process at the same time, on raw sockets with "
+        "pre-encoded frames (`benchmarks/load.py`); consumer prefetch "
+        f"{st['prefetch']}, multiple ack every {st['ack_every']}; with confirms at most "
+        f"{st['confirm_window']} unconfirmed publishes in flight.",
+        "- msg/s = messages / (last message consumed − publisher start). Latency = consumer "
+        "receive time − send time carried in the body; in the throughput scenarios it includes "
+        "queueing at full load, the paced run is the latency figure.",
+        "- Broker CPU s and peak RSS cover the broker's whole process tree during the run "
+        "(RabbitMQ: the start script, beam.smp and its helpers), from /proc; the peak is reset "
+        "before each run. The brokers run one after the other, each started fresh by the "
+        "harness on spare loopback ports; our node with a data dir (SQLite).",
+        "- Clients and broker share the machine's cores, as in the RabbitMQ baseline.",
+        "",
+        "## Results",
+        "",
+        *_table(
+            [
+                "scenario",
+                "broker",
+                "msg/s",
+                "p50 ms",
+                "p99 ms",
+                "broker CPU s",
+                "peak RSS MB",
+                "msg/s gateway / RabbitMQ",
+            ],
+            rows,
+        ),
+        "",
+        "### Ratios, gateway / RabbitMQ",
+        "",
+        "Above 1 is better for msg/s, worse for the others.",
+        "",
+        *_table(["scenario", "msg/s", "p50", "p99", "CPU per message", "peak RSS"], ratio_rows),
+        "",
+        "### Targets (issue 2)",
+        "",
+        *targets,
+        "",
+        "## Is the load tool the bottleneck?",
+        "",
+        "RabbitMQ 3.10.8 driven by the C client (librabbitmq) on these machines, from the "
+        "baseline note, against RabbitMQ driven by this tool in this run, and the CPU seconds "
+        "the tool's publisher + consumer processes used during the run's elapsed seconds:",
+        "",
+        *_table(
+            ["scenario", "C client (baseline note)", "this tool", "tool CPU s in elapsed s"],
+            tool_rows,
+        ),
+    ]
+    failures = [
+        f"- {NAMES[b]}, {r['title']}: {r['error']}"
+        for b, e in results["brokers"].items()
+        for r in e.get("scenarios", {}).values()
+        if not r["ok"]
+    ]
+    if failures:
+        lines += ["", "## Failed runs", "", *failures]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results))
