@@ -1,0 +1,141 @@
+"""Queue and exchange arguments: validation on declare, equivalence on redeclare.
+
+Texts follow RabbitMQ's so that clients and operators see familiar errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.wire.errors import AMQPError, precondition_failed
+
+OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+
+#: Queue arguments compared when a queue is redeclared (RabbitMQ's list, minus features we lack).
+QUEUE_EQUIVALENCE_KEYS = (
+    "x-expires",
+    "x-message-ttl",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-type",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+)
+
+EXCHANGE_EQUIVALENCE_KEYS = ("alternate-exchange",)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOptions:
+    """The arguments that change a queue's behaviour, parsed once at declare."""
+
+    message_ttl: int | None = None  # milliseconds
+    expires: int | None = None  # milliseconds
+    max_length: int | None = None
+    max_length_bytes: int | None = None
+    overflow: str = "drop-head"
+    dead_letter_exchange: str | None = None
+    dead_letter_routing_key: str | None = None
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "long"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, (str, bytes)):
+        return "longstr"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+def _integer(value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{{unacceptable_type,{_type_name(value)}}}")
+    if value < minimum:
+        raise ValueError(f"{{value_negative,{value}}}" if value < 0 else f"{{value_zero,{value}}}")
+    return value
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise ValueError(f"{{unacceptable_type,{_type_name(value)}}}")
+    return value
+
+
+def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueOptions:
+    """Validate a queue's x-arguments; 406 names the bad one, as RabbitMQ does."""
+    parsed: dict[str, Any] = {}
+    name = ""
+    try:
+        for name, key, convert in (
+            ("x-message-ttl", "message_ttl", lambda v: _integer(v, 0)),
+            ("x-expires", "expires", lambda v: _integer(v, 1)),
+            ("x-max-length", "max_length", lambda v: _integer(v, 0)),
+            ("x-max-length-bytes", "max_length_bytes", lambda v: _integer(v, 0)),
+            ("x-dead-letter-exchange", "dead_letter_exchange", _string),
+            ("x-dead-letter-routing-key", "dead_letter_routing_key", _string),
+            ("x-overflow", "overflow", _string),
+        ):
+            if name in arguments:
+                parsed[key] = convert(arguments[name])
+        name = "x-overflow"
+        if parsed.get("overflow", "drop-head") not in OVERFLOW_MODES:
+            raise ValueError(f"{{invalid_overflow,{parsed['overflow']}}}")
+        name = "x-dead-letter-routing-key"
+        if "dead_letter_routing_key" in parsed and "dead_letter_exchange" not in parsed:
+            raise ValueError("{routing_key_but_no_dlx_defined}")
+    except ValueError as exc:
+        raise precondition_failed(f"invalid arg '{name}' for {description}: {exc}") from None
+    return QueueOptions(**parsed)
+
+
+def check_exchange_arguments(arguments: dict[str, Any], description: str) -> None:
+    if "alternate-exchange" in arguments:
+        try:
+            _string(arguments["alternate-exchange"])
+        except ValueError as exc:
+            raise precondition_failed(f"invalid arg 'alternate-exchange' for {description}: {exc}") from None
+
+
+def _render(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return f"the value '{value}' of type '{_type_name(value)}'"
+
+
+def inequivalent(name: str, description: str, received: Any, current: Any) -> AMQPError:
+    """406 for a redeclare that differs; flags render as 'true'/'false', arguments as values."""
+    if isinstance(received, bool) and isinstance(current, bool):
+        detail = f"received '{str(received).lower()}' but current is '{str(current).lower()}'"
+    elif isinstance(received, str) and isinstance(current, str) and name == "type":
+        detail = f"received '{received}' but current is '{current}'"
+    else:
+        detail = f"received {_render(received)} but current is {_render(current)}"
+    return precondition_failed(f"inequivalent arg '{name}' for {description}: {detail}")
+
+
+def check_equivalent_arguments(
+    received: dict[str, Any], current: dict[str, Any], keys: tuple[str, ...], description: str
+) -> None:
+    for key in keys:
+        new, old = received.get(key), current.get(key)
+        if isinstance(new, bytes):
+            new = new.decode("utf-8", "replace")
+        if isinstance(old, bytes):
+            old = old.decode("utf-8", "replace")
+        if new != old or type(new) is not type(old) and not (isinstance(new, int) and isinstance(old, int)):
+            raise inequivalent(key, description, new, old)

@@ -1,0 +1,232 @@
+"""The broker model's root: vhosts, sessions, recovery, durable confirms and timers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gateway.broker.arguments import parse_queue_arguments
+from gateway.broker.message import Message, expiration_deadline
+from gateway.broker.names import describe
+from gateway.broker.outbox import Outbox
+from gateway.broker.session import Session
+from gateway.broker.store import StoreWriter
+from gateway.broker.vhost import VHost
+from gateway.wire.content import Content
+from gateway.wire.errors import not_allowed
+
+if TYPE_CHECKING:
+    from gateway.broker.channel import Channel
+    from gateway.broker.queue import Queue
+
+
+class ExchangeRecord(Protocol):
+    vhost: str
+    name: str
+    type: str
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+
+
+class QueueRecord(Protocol):
+    vhost: str
+    name: str
+    auto_delete: bool
+    arguments: dict[str, Any]
+
+
+class BindingRecord(Protocol):
+    vhost: str
+    source: str
+    destination_kind: str
+    destination: str
+    routing_key: str
+    arguments: dict[str, Any]
+
+
+class MessageRecord(Protocol):
+    message_id: int
+    exchange: str
+    routing_key: str
+    content: Content
+    redelivered: bool
+
+
+class Snapshot(Protocol):
+    """What gateway.store's load() returns: durable state at start-up."""
+
+    vhosts: Iterable[str]
+    exchanges: Iterable[ExchangeRecord]
+    queues: Iterable[QueueRecord]
+    bindings: Iterable[BindingRecord]
+    messages: dict[tuple[str, str], list[MessageRecord]]
+    next_message_id: int
+
+
+class Broker:
+    def __init__(
+        self,
+        store: StoreWriter | None = None,
+        node_name: str = "amq-gateway",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.node_name = node_name
+        self.clock = clock
+        self.vhosts: dict[str, VHost] = {"/": VHost(self, "/")}
+        self.sessions: dict[int, Session] = {}
+        #: Ids for messages, unique across restarts (recover() moves this past stored ones).
+        self.next_message_id = 1
+        #: The last store ticket known to be committed.
+        self.durable_ticket = 0
+        #: Called with a deadline earlier than the one tick() last returned (optional; the
+        #: server uses it to re-arm its timer).
+        self.on_deadline: Callable[[float], None] | None = None
+        self._next_session_id = 1
+        self._confirm_waiters: set[Channel] = set()
+        self._watched: set[Queue] = set()
+        self._next_deadline: float | None = None
+        self._ticking = False
+
+    def add_vhost(self, name: str) -> VHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VHost(self, name)
+            if self.store is not None:
+                self.store.put_vhost(name)
+        return vhost
+
+    def connect(self, outbox: Outbox, user: Any, vhost: str, client_properties: dict[str, Any]) -> Session:
+        """A new session for an opened connection (530 if the vhost does not exist).
+
+        `user` is whatever the server authenticated (a name or a user record); the model only
+        keeps it for management and logs.
+        """
+        host = self.vhosts.get(vhost)
+        if host is None:
+            raise not_allowed(f"vhost '{vhost}' not found")
+        session = Session(self, self._next_session_id, outbox, user, host, client_properties)
+        self._next_session_id += 1
+        self.sessions[session.id] = session
+        return session
+
+    # -- durability -------------------------------------------------------------------------
+
+    def recover(self, snapshot: Snapshot) -> None:
+        """Rebuild durable vhosts, exchanges, queues, bindings and messages from the store."""
+        for record in snapshot.vhosts:
+            name = getattr(record, "name", record)
+            if name not in self.vhosts:
+                self.vhosts[name] = VHost(self, name)
+        for record in snapshot.exchanges:
+            vhost = self.add_vhost_silently(record.vhost)
+            if record.name not in vhost.exchanges:
+                vhost.create_exchange(
+                    record.name,
+                    record.type,
+                    True,
+                    record.auto_delete,
+                    record.internal,
+                    dict(record.arguments),
+                    persist=False,
+                )
+        for record in snapshot.queues:
+            vhost = self.add_vhost_silently(record.vhost)
+            arguments = dict(record.arguments)
+            options = parse_queue_arguments(arguments, describe("queue", record.name, record.vhost))
+            vhost.create_queue(record.name, True, None, record.auto_delete, arguments, options, persist=False)
+        for record in snapshot.bindings:
+            vhost = self.add_vhost_silently(record.vhost)
+            source = vhost.exchanges.get(record.source)
+            table = vhost.queues if record.destination_kind == "queue" else vhost.exchanges
+            destination = table.get(record.destination)
+            if source is not None and destination is not None:
+                vhost.bind(source, destination, record.routing_key, dict(record.arguments), persist=False)
+        now = self.clock()
+        shared: dict[int, Message] = {}
+        highest = 0
+        for (vhost_name, queue_name), records in snapshot.messages.items():
+            queue = self.add_vhost_silently(vhost_name).queues.get(queue_name)
+            if queue is None:
+                continue
+            for record in records:
+                message = shared.get(record.message_id)
+                if message is None:
+                    content = record.content
+                    message = shared[record.message_id] = Message(
+                        record.message_id,
+                        record.exchange,
+                        record.routing_key,
+                        content,
+                        True,
+                        expiration_deadline(content, now) if content.expiration is not None else None,
+                        0,
+                    )
+                    highest = max(highest, record.message_id)
+                queue.restore(message, record.redelivered)
+        self.next_message_id = max(self.next_message_id, snapshot.next_message_id, highest + 1)
+
+    def add_vhost_silently(self, name: str) -> VHost:
+        """The vhost, created without a store write (recovery)."""
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VHost(self, name)
+        return vhost
+
+    def wait_for_durable(self, channel: Channel) -> None:
+        self._confirm_waiters.add(channel)
+
+    def forget_channel(self, channel: Channel) -> None:
+        self._confirm_waiters.discard(channel)
+
+    def on_durable(self, ticket: int) -> None:
+        """The store committed everything up to `ticket`: send the confirms that waited for it."""
+        if ticket <= self.durable_ticket:
+            return
+        self.durable_ticket = ticket
+        for channel in list(self._confirm_waiters):
+            confirms = channel.confirms
+            if confirms is None:
+                self._confirm_waiters.discard(channel)
+                continue
+            confirms.flush(ticket)
+            if not confirms.pending:
+                self._confirm_waiters.discard(channel)
+
+    # -- timers -----------------------------------------------------------------------------
+
+    def watch(self, queue: Queue, deadline: float | None) -> None:
+        """A queue has (or may get) a deadline: tick() will visit it."""
+        self._watched.add(queue)
+        if deadline is not None and (self._next_deadline is None or deadline < self._next_deadline):
+            self._next_deadline = deadline
+            if self.on_deadline is not None and not self._ticking:
+                self.on_deadline(deadline)
+
+    def unwatch(self, queue: Queue) -> None:
+        self._watched.discard(queue)
+
+    def tick(self) -> float | None:
+        """Expire message TTLs and unused x-expires queues; returns the next deadline (clock
+        time) at which tick() has work, or None if nothing is pending."""
+        now = self.clock()
+        earliest: float | None = None
+        self._ticking = True
+        self._next_deadline = None
+        for queue in list(self._watched):
+            if queue.deleted:
+                self._watched.discard(queue)
+                continue
+            deadline = queue.expire(now)
+            if deadline is None:
+                self._watched.discard(queue)
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        # Deadlines reported while expiring (dead-lettered messages) count too.
+        if self._next_deadline is not None and (earliest is None or self._next_deadline < earliest):
+            earliest = self._next_deadline
+        self._ticking = False
+        self._next_deadline = earliest
+        return earliest

@@ -1,0 +1,197 @@
+"""Per-channel delivery state: consumers, unacked deliveries, prefetch credit, tx buffers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway.broker.confirms import Confirms
+from gateway.broker.message import Entry
+from gateway.wire.content import Content
+from gateway.wire.errors import precondition_failed
+
+if TYPE_CHECKING:
+    from gateway.broker.outbox import Outbox
+    from gateway.broker.queue import Queue
+    from gateway.broker.session import Session
+
+
+class Consumer:
+    __slots__ = (
+        "tag",
+        "channel",
+        "queue",
+        "no_ack",
+        "exclusive",
+        "no_local",
+        "session_id",
+        "prefetch_count",
+        "prefetch_size",
+        "held",
+        "held_bytes",
+    )
+
+    def __init__(self, tag: str, channel: Channel, queue: Queue, no_ack: bool, exclusive: bool, no_local: bool) -> None:
+        self.tag = tag
+        self.channel = channel
+        self.queue = queue
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.no_local = no_local
+        self.session_id = channel.session.id
+        #: basic.qos global=false applies per consumer, fixed when the consumer starts (RabbitMQ).
+        self.prefetch_count = channel.consumer_prefetch_count
+        self.prefetch_size = channel.consumer_prefetch_size
+        self.held = 0
+        self.held_bytes = 0
+
+    def can_take(self, size: int) -> bool:
+        """Whether a message of `size` bytes may be delivered now (flow, back-pressure, qos)."""
+        channel = self.channel
+        if not channel.flowing or not channel.outbox.writable():
+            return False
+        if self.no_ack:
+            return True
+        limit = self.prefetch_count
+        if limit and self.held >= limit:
+            return False
+        limit = self.prefetch_size
+        if limit and self.held and self.held_bytes + size > limit:
+            return False
+        limit = channel.prefetch_count
+        if limit and channel.held >= limit:
+            return False
+        limit = channel.prefetch_size
+        return not (limit and channel.held and channel.held_bytes + size > limit)
+
+
+class Transaction:
+    """Work buffered by tx.select until commit: publishes, and settled deliveries."""
+
+    __slots__ = ("publishes", "settlements")
+
+    def __init__(self) -> None:
+        self.publishes: list[tuple[str, str, bool, Content]] = []
+        #: (requeue-or-None-for-ack, [(delivery tag, entry)]); requeue False means reject.
+        self.settlements: list[tuple[bool | None, list[tuple[int, Entry]]]] = []
+
+
+class Channel:
+    __slots__ = (
+        "number",
+        "session",
+        "outbox",
+        "consumers",
+        "unacked",
+        "next_tag",
+        "held",
+        "held_bytes",
+        "prefetch_count",
+        "prefetch_size",
+        "consumer_prefetch_count",
+        "consumer_prefetch_size",
+        "flowing",
+        "confirms",
+        "tx",
+        "last_queue",
+    )
+
+    def __init__(self, number: int, session: Session) -> None:
+        self.number = number
+        self.session = session
+        self.outbox: Outbox = session.outbox
+        self.consumers: dict[str, Consumer] = {}
+        #: Deliveries awaiting ack, by delivery tag (insertion order is tag order).
+        self.unacked: dict[int, Entry] = {}
+        self.next_tag = 1
+        #: Unacked consumer deliveries (not basic.get ones), for the channel-wide prefetch.
+        self.held = 0
+        self.held_bytes = 0
+        self.prefetch_count = 0
+        self.prefetch_size = 0
+        self.consumer_prefetch_count = 0
+        self.consumer_prefetch_size = 0
+        #: False after channel.flow(active=false) or once the channel is closing.
+        self.flowing = True
+        self.confirms: Confirms | None = None
+        self.tx: Transaction | None = None
+        #: The queue name that '' stands for in later queue methods (the spec's shortcut).
+        self.last_queue = ""
+
+    def send(self, method: Any) -> None:
+        self.outbox.send_method(self.number, method)
+
+    # -- acknowledgements -------------------------------------------------------------------
+
+    def take(self, delivery_tag: int, multiple: bool, method: Any) -> list[tuple[int, Entry]]:
+        """Remove deliveries from the unacked set: one tag, or every tag up to it (0 = all)."""
+        unacked = self.unacked
+        if multiple and delivery_tag == 0:
+            taken = list(unacked.items())
+            unacked.clear()
+            return taken
+        if delivery_tag not in unacked:
+            raise precondition_failed(f"unknown delivery tag {delivery_tag}", method)
+        if not multiple:
+            return [(delivery_tag, unacked.pop(delivery_tag))]
+        tags = []
+        for tag in unacked:
+            if tag > delivery_tag:
+                break
+            tags.append(tag)
+        return [(tag, unacked.pop(tag)) for tag in tags]
+
+    def settle(self, requeue: bool | None, taken: list[tuple[int, Entry]]) -> None:
+        """Ack (requeue None), requeue (True) or reject (False) taken deliveries, or buffer
+        them in the open transaction."""
+        if self.tx is not None:
+            self.tx.settlements.append((requeue, taken))
+            return
+        self.apply(requeue, taken)
+
+    def apply(self, requeue: bool | None, taken: list[tuple[int, Entry]]) -> None:
+        by_queue: dict[Queue, list[Entry]] = {}
+        for _, entry in taken:
+            self.release(entry)
+            queue = entry.queue
+            if requeue is None:
+                queue.settle(entry)
+            by_queue.setdefault(queue, []).append(entry)
+        for queue, entries in by_queue.items():
+            if requeue:
+                queue.requeue(entries)
+                continue
+            if requeue is False:
+                queue.reject(entries)
+            if queue.consumers:
+                queue.dispatch()
+        if self.prefetch_count or self.prefetch_size:
+            self.redispatch()
+
+    def release(self, entry: Entry) -> None:
+        """Give back the prefetch credit an unacked delivery held."""
+        consumer = entry.consumer
+        if consumer is not None:
+            size = entry.message.size
+            consumer.held -= 1
+            consumer.held_bytes -= size
+            self.held -= 1
+            self.held_bytes -= size
+            entry.consumer = None
+
+    def requeue_all(self) -> None:
+        """basic.recover / channel close: every unacked delivery goes back, redelivered."""
+        taken = list(self.unacked.items())
+        self.unacked.clear()
+        if taken:
+            self.apply(True, taken)
+
+    def restore(self, taken: list[tuple[int, Entry]]) -> None:
+        """tx.rollback: deliveries settled in the transaction are unacked again."""
+        self.unacked.update(taken)
+        self.unacked = dict(sorted(self.unacked.items()))
+
+    def redispatch(self) -> None:
+        """Credit came back for the whole channel: let each consumed queue deliver again."""
+        for queue in {consumer.queue for consumer in self.consumers.values()}:
+            if queue.ready:
+                queue.dispatch()

@@ -1,0 +1,95 @@
+"""Exchanges and routing through exchange graphs (exchange-to-exchange bindings, alternates)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+from gateway.routing import Matcher, matcher_for
+from gateway.wire.content import Content
+
+if TYPE_CHECKING:
+    from gateway.broker.queue import Queue
+    from gateway.broker.vhost import VHost
+
+
+class Exchange:
+    __slots__ = (
+        "vhost",
+        "name",
+        "type",
+        "durable",
+        "auto_delete",
+        "internal",
+        "arguments",
+        "alternate",
+        "matcher",
+        "uses_headers",
+        "is_default",
+        "sources",
+        "deleted",
+    )
+
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        exchange_type: str,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.type = exchange_type
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.internal = internal
+        self.arguments = arguments
+        alternate = arguments.get("alternate-exchange")
+        self.alternate: str | None = alternate.decode() if isinstance(alternate, bytes) else alternate
+        self.matcher: Matcher = matcher_for(exchange_type)
+        #: Only headers exchanges make routing decode the message's headers table.
+        self.uses_headers = exchange_type == "headers"
+        #: The default exchange routes by queue name without bindings.
+        self.is_default = name == ""
+        #: Bindings where this exchange is the destination: identity -> (source, key, arguments).
+        self.sources: dict[tuple[str, str, Hashable], tuple[Exchange, str, dict[str, Any]]] = {}
+        self.deleted = False
+
+    def __repr__(self) -> str:
+        return f"<Exchange {self.name!r} {self.type}>"
+
+
+def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
+    """The queues a message published to `start` reaches, each once.
+
+    Exchange-to-exchange bindings and alternate exchanges are followed; an exchange is entered
+    at most once per message, so cycles in the graph terminate.
+    """
+    found: set[Any] = set()
+    visited: set[Exchange] | None = None
+    pending = [start]
+    vhost = start.vhost
+    while pending:
+        exchange = pending.pop()
+        destinations: Any
+        if exchange.is_default:
+            queue = vhost.queues.get(routing_key)
+            destinations = (queue,) if queue is not None else ()
+        else:
+            destinations = exchange.matcher.match(routing_key, content.headers if exchange.uses_headers else None)
+        if not destinations and exchange.alternate is not None:
+            alternate = vhost.exchanges.get(exchange.alternate)
+            destinations = (alternate,) if alternate is not None else ()
+        for destination in destinations:
+            if destination.__class__ is Exchange:
+                if visited is None:
+                    visited = {start}
+                if destination not in visited:
+                    visited.add(destination)
+                    pending.append(destination)
+            else:
+                found.add(destination)
+    return found

@@ -1,0 +1,67 @@
+"""A published message, and its place in one queue.
+
+A message routed to several queues is one `Message` (content held once); each queue holds an
+`Entry` with what differs per queue: order, redelivered flag, expiry, and who holds it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.wire.content import Content
+
+if TYPE_CHECKING:
+    from gateway.broker.queue import Queue
+    from gateway.broker.session import Consumer
+
+
+class Message:
+    __slots__ = ("id", "exchange", "routing_key", "content", "size", "persistent", "expires_at", "origin")
+
+    def __init__(
+        self,
+        message_id: int,
+        exchange: str,
+        routing_key: str,
+        content: Content,
+        persistent: bool,
+        expires_at: float | None,
+        origin: int,
+    ) -> None:
+        self.id = message_id
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.content = content
+        self.size = len(content.body)
+        self.persistent = persistent
+        #: Absolute deadline from the per-message expiration property, if any.
+        self.expires_at = expires_at
+        #: Id of the publishing session (0 for none), for consumers with no-local.
+        self.origin = origin
+
+
+class Entry:
+    __slots__ = ("message", "queue", "seq", "redelivered", "expires_at", "consumer")
+
+    def __init__(self, message: Message, queue: Queue, seq: int, redelivered: bool, expires_at: float | None) -> None:
+        self.message = message
+        self.queue = queue
+        #: Position in the queue, so requeued entries go back where they were.
+        self.seq = seq
+        self.redelivered = redelivered
+        self.expires_at = expires_at
+        #: The consumer holding it unacked (None when ready, or fetched with basic.get).
+        self.consumer: Consumer | None = None
+
+
+def expiration_deadline(content: Content, now: float) -> float | None:
+    """The deadline set by the expiration property (milliseconds as a decimal string).
+
+    ValueError names what is wrong with an invalid one, as RabbitMQ's 406 text does.
+    """
+    expiration = content.expiration
+    if expiration is None:
+        return None
+    if not expiration.isdigit():
+        raise ValueError("{value_negative}" if expiration.startswith("-") else "no_integer")
+    return now + int(expiration) / 1000.0

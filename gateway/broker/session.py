@@ -1,0 +1,223 @@
+"""A connection's view of the broker: its channels, exclusive queues, and the entry points the
+server calls for every method, publish and ack it receives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gateway.broker.channel import Channel
+from gateway.broker.exchange import Exchange
+from gateway.broker.handlers import HANDLERS
+from gateway.broker.message import expiration_deadline
+from gateway.broker.names import describe
+from gateway.broker.outbox import Outbox
+from gateway.broker.queue import Queue
+from gateway.broker.vhost import VHost
+from gateway.wire.content import Content
+from gateway.wire.errors import (
+    AMQPError,
+    access_refused,
+    channel_error,
+    not_found,
+    not_implemented,
+    precondition_failed,
+    resource_locked,
+)
+
+if TYPE_CHECKING:
+    from gateway.broker.broker import Broker
+
+#: Stands in for the Basic.Publish method in errors (class and method ids).
+PUBLISH = commands.Basic.Publish()
+
+Handler = Callable[["Session", Channel, Any], None]
+
+
+class Session:
+    __slots__ = (
+        "broker",
+        "id",
+        "outbox",
+        "user",
+        "vhost",
+        "client_properties",
+        "channels",
+        "exclusive_queues",
+        "cancel_notify",
+    )
+
+    def __init__(
+        self,
+        broker: Broker,
+        session_id: int,
+        outbox: Outbox,
+        user: Any,
+        vhost: VHost,
+        client_properties: dict[str, Any],
+    ) -> None:
+        self.broker = broker
+        self.id = session_id
+        self.outbox = outbox
+        self.user = user
+        self.vhost = vhost
+        self.client_properties = client_properties
+        self.channels: dict[int, Channel] = {}
+        self.exclusive_queues: set[Queue] = set()
+        #: Whether the client wants basic.cancel when its queue is deleted under it.
+        self.cancel_notify = bool(outbox.client_capabilities.get("consumer_cancel_notify"))
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} {self.user}@{getattr(self.outbox, 'peer', '?')}>"
+
+    # -- channels ---------------------------------------------------------------------------
+
+    def open_channel(self, number: int) -> None:
+        if number in self.channels:
+            raise channel_error(f"channel {number} is already open")
+        self.channels[number] = Channel(number, self)
+
+    def close_channel(self, number: int) -> None:
+        """The channel is gone: cancel its consumers and requeue what it had not acked
+        (including deliveries settled in an uncommitted transaction)."""
+        channel = self.channels.pop(number, None)
+        if channel is None:
+            return
+        channel.flowing = False
+        self.broker.forget_channel(channel)
+        consumers = list(channel.consumers.values())
+        channel.consumers.clear()
+        for consumer in consumers:
+            consumer.queue.remove_consumer(consumer)
+        if channel.tx is not None:
+            for _, taken in channel.tx.settlements:
+                channel.restore(taken)
+            channel.tx = None
+        channel.requeue_all()
+
+    def channel(self, number: int) -> Channel:
+        channel = self.channels.get(number)
+        if channel is None:
+            raise channel_error(f"expected 'channel.open' on channel {number}")
+        return channel
+
+    # -- methods ----------------------------------------------------------------------------
+
+    def handle_method(self, number: int, method: Any) -> None:
+        """Carry out a method; replies go through the outbox, failures raise AMQPError."""
+        channel = self.channel(number)
+        handler = HANDLERS.get(type(method))
+        if handler is None:
+            raise not_implemented(f"method {method.name} is not implemented", method)
+        handler(self, channel, method)
+
+    def handle_publish(
+        self, number: int, exchange: str, routing_key: str, mandatory: bool, immediate: bool, content: Content
+    ) -> None:
+        """A complete Basic.Publish (method, header and body)."""
+        channel = self.channels.get(number)
+        if channel is None:
+            raise channel_error(f"expected 'channel.open' on channel {number}", PUBLISH)
+        if immediate:
+            raise not_implemented("immediate=true", PUBLISH)
+        target = self.vhost.exchanges.get(exchange)
+        if target is None:
+            raise not_found(f"no {describe('exchange', exchange, self.vhost.name)}", PUBLISH)
+        if target.internal:
+            raise access_refused(
+                f"cannot publish to internal {describe('exchange', exchange, self.vhost.name)}", PUBLISH
+            )
+        if content.expiration is not None:
+            try:
+                expiration_deadline(content, 0.0)
+            except ValueError as exc:
+                raise precondition_failed(f"invalid expiration '{content.expiration}': {exc}", PUBLISH) from None
+        if channel.tx is not None:
+            channel.tx.publishes.append((exchange, routing_key, mandatory, content))
+            return
+        self.publish(channel, target, routing_key, mandatory, content)
+
+    def publish(
+        self, channel: Channel, exchange: Exchange, routing_key: str, mandatory: bool, content: Content
+    ) -> None:
+        """Route and enqueue now; then the Return (if unroutable and mandatory) and the confirm."""
+        reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id)
+        if not reached and mandatory:
+            self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
+        confirms = channel.confirms
+        if confirms is not None:
+            broker = self.broker
+            ticket = broker.store.ticket() if stored and broker.store is not None else 0
+            if confirms.settle(confirms.take_tag(), ticket, not refused, broker.durable_ticket):
+                broker.wait_for_durable(channel)
+
+    def handle_ack(self, number: int, delivery_tag: int, multiple: bool) -> None:
+        """Basic.Ack without building a method object (the hot path)."""
+        channel = self.channels.get(number)
+        if channel is None:
+            raise channel_error(f"expected 'channel.open' on channel {number}")
+        if multiple or channel.tx is not None:
+            channel.settle(None, channel.take(delivery_tag, multiple, commands.Basic.Ack(delivery_tag, multiple)))
+            return
+        entry = channel.unacked.pop(delivery_tag, None)
+        if entry is None:
+            raise precondition_failed(f"unknown delivery tag {delivery_tag}", commands.Basic.Ack(delivery_tag))
+        channel.release(entry)
+        queue = entry.queue
+        queue.settle(entry)
+        if queue.ready and queue.consumers:
+            queue.dispatch()
+        if channel.prefetch_count or channel.prefetch_size:
+            channel.redispatch()
+
+    # -- lookups shared by the handlers -----------------------------------------------------
+
+    def find_exchange(self, name: str, method: Any) -> Exchange:
+        exchange = self.vhost.exchanges.get(name)
+        if exchange is None:
+            raise not_found(f"no {describe('exchange', name, self.vhost.name)}", method)
+        return exchange
+
+    def queue_name(self, channel: Channel, name: str, method: Any) -> str:
+        """'' means the channel's most recently declared queue (the spec's shortcut)."""
+        if name:
+            return name
+        if not channel.last_queue:
+            raise not_found("no previously declared queue", method)
+        return channel.last_queue
+
+    def find_queue(self, channel: Channel, name: str, method: Any) -> Queue:
+        """The named queue, if it exists and this session may use it (404, 405)."""
+        name = self.queue_name(channel, name, method)
+        queue = self.vhost.queues.get(name)
+        if queue is None:
+            raise not_found(f"no {describe('queue', name, self.vhost.name)}", method)
+        self.check_exclusive(queue, method)
+        return queue
+
+    def check_exclusive(self, queue: Queue, method: Any) -> None:
+        """Another connection's exclusive queue is off limits (405)."""
+        if queue.owner is not None and queue.owner is not self:
+            raise self.locked(queue, method)
+
+    def locked(self, queue: Queue, method: Any) -> AMQPError:
+        return resource_locked(
+            f"cannot obtain exclusive access to locked {describe('queue', queue.name, self.vhost.name)}", method
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def disconnect(self) -> None:
+        """The connection is gone: close its channels, delete its exclusive queues."""
+        for number in list(self.channels):
+            self.close_channel(number)
+        for queue in list(self.exclusive_queues):
+            self.vhost.delete_queue(queue)
+        self.broker.sessions.pop(self.id, None)
+
+    def resume(self) -> None:
+        """The outbox is writable again: deliver what back-pressure held back."""
+        for channel in self.channels.values():
+            channel.redispatch()

@@ -1,0 +1,55 @@
+"""The durable-store interface the model writes through (implemented by gateway.store).
+
+Writes are buffered by the store and committed in groups; `ticket()` names the batch the next
+commit will include, so the model can hold publisher confirms until `Broker.on_durable`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from gateway.wire.content import Content
+
+
+class StoreWriter(Protocol):
+    def put_vhost(self, name: str) -> None: ...
+
+    def put_exchange(
+        self, vhost: str, name: str, type: str, auto_delete: bool, internal: bool, arguments: dict[str, Any]
+    ) -> None: ...
+
+    def delete_exchange(self, vhost: str, name: str) -> None: ...
+
+    def put_queue(self, vhost: str, name: str, auto_delete: bool, arguments: dict[str, Any]) -> None: ...
+
+    def delete_queue(self, vhost: str, name: str) -> None: ...
+
+    def put_binding(
+        self,
+        vhost: str,
+        source: str,
+        destination_kind: str,
+        destination: str,
+        routing_key: str,
+        arguments: dict[str, Any],
+    ) -> None: ...
+
+    def delete_binding(
+        self,
+        vhost: str,
+        source: str,
+        destination_kind: str,
+        destination: str,
+        routing_key: str,
+        arguments: dict[str, Any],
+    ) -> None: ...
+
+    def add_message(
+        self, vhost: str, queue: str, message_id: int, exchange: str, routing_key: str, content: Content
+    ) -> None: ...
+
+    def remove_message(self, vhost: str, queue: str, message_id: int) -> None: ...
+
+    def mark_delivered(self, vhost: str, queue: str, message_id: int) -> None: ...
+
+    def ticket(self) -> int: ...

@@ -1,0 +1,205 @@
+"""Handlers for the exchange and queue classes: declaring, binding, purging, deleting."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gateway.broker.arguments import (
+    EXCHANGE_EQUIVALENCE_KEYS,
+    QUEUE_EQUIVALENCE_KEYS,
+    check_equivalent_arguments,
+    check_exchange_arguments,
+    inequivalent,
+    parse_queue_arguments,
+)
+from gateway.broker.exchange import Exchange
+from gateway.broker.names import RESERVED_PREFIX, describe, generated_queue_name
+from gateway.routing import EXCHANGE_TYPES
+from gateway.wire.errors import access_refused, command_invalid, precondition_failed
+
+if TYPE_CHECKING:
+    from gateway.broker.channel import Channel
+    from gateway.broker.session import Handler, Session
+
+DEFAULT_EXCHANGE_REFUSED = "operation not permitted on the default exchange"
+
+
+def _not_default(name: str, method: Any) -> None:
+    if name == "":
+        raise access_refused(DEFAULT_EXCHANGE_REFUSED, method)
+
+
+# -- exchange class -------------------------------------------------------------------------
+
+
+def exchange_declare(session: Session, channel: Channel, method: commands.Exchange.Declare) -> None:
+    vhost = session.vhost
+    name = method.exchange
+    _not_default(name, method)
+    if method.passive:
+        session.find_exchange(name, method)
+    else:
+        exchange_type = method.exchange_type
+        if exchange_type not in EXCHANGE_TYPES:
+            raise command_invalid(f"unknown exchange type '{exchange_type}'", method)
+        arguments = dict(method.arguments or {})
+        description = describe("exchange", name, vhost.name)
+        existing = vhost.exchanges.get(name)
+        if existing is None:
+            if name.startswith(RESERVED_PREFIX):
+                raise access_refused(f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'", method)
+            check_exchange_arguments(arguments, description)
+            vhost.create_exchange(name, exchange_type, method.durable, method.auto_delete, method.internal, arguments)
+        else:
+            for field, received, current in (
+                ("type", exchange_type, existing.type),
+                ("durable", method.durable, existing.durable),
+                ("auto_delete", method.auto_delete, existing.auto_delete),
+                ("internal", method.internal, existing.internal),
+            ):
+                if received != current:
+                    raise inequivalent(field, description, received, current)
+            check_equivalent_arguments(arguments, existing.arguments, EXCHANGE_EQUIVALENCE_KEYS, description)
+    if not method.nowait:
+        channel.send(commands.Exchange.DeclareOk())
+
+
+def exchange_delete(session: Session, channel: Channel, method: commands.Exchange.Delete) -> None:
+    vhost = session.vhost
+    name = method.exchange
+    _not_default(name, method)
+    if name.startswith(RESERVED_PREFIX):
+        raise access_refused(f"deletion of system {describe('exchange', name, vhost.name)} not allowed", method)
+    exchange = vhost.exchanges.get(name)
+    if exchange is not None:
+        if method.if_unused and len(exchange.matcher):
+            raise precondition_failed(f"{describe('exchange', name, vhost.name)} in use", method)
+        vhost.delete_exchange(exchange)
+    if not method.nowait:
+        channel.send(commands.Exchange.DeleteOk())
+
+
+def _exchanges_for_binding(session: Session, method: Any) -> tuple[Exchange, Exchange]:
+    _not_default(method.source, method)
+    _not_default(method.destination, method)
+    return session.find_exchange(method.source, method), session.find_exchange(method.destination, method)
+
+
+def exchange_bind(session: Session, channel: Channel, method: commands.Exchange.Bind) -> None:
+    source, destination = _exchanges_for_binding(session, method)
+    _bind(session, source, destination, method.routing_key, method)
+    if not method.nowait:
+        channel.send(commands.Exchange.BindOk())
+
+
+def exchange_unbind(session: Session, channel: Channel, method: commands.Exchange.Unbind) -> None:
+    source, destination = _exchanges_for_binding(session, method)
+    session.vhost.unbind(source, destination, method.routing_key, dict(method.arguments or {}))
+    if not method.nowait:
+        channel.send(commands.Exchange.UnbindOk())
+
+
+def _bind(session: Session, source: Exchange, destination: Any, key: str, method: Any) -> None:
+    try:
+        session.vhost.bind(source, destination, key, dict(method.arguments or {}))
+    except ValueError as exc:
+        raise precondition_failed(str(exc), method) from None
+
+
+# -- queue class ----------------------------------------------------------------------------
+
+
+def queue_declare(session: Session, channel: Channel, method: commands.Queue.Declare) -> None:
+    vhost = session.vhost
+    if method.passive:
+        queue = session.find_queue(channel, method.queue, method)
+    else:
+        name = method.queue or generated_queue_name()
+        if method.queue.startswith(RESERVED_PREFIX):
+            raise access_refused(f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'", method)
+        arguments = dict(method.arguments or {})
+        description = describe("queue", name, vhost.name)
+        existing = vhost.queues.get(name)
+        if existing is None:
+            options = parse_queue_arguments(arguments, description)
+            owner = session if method.exclusive else None
+            queue = vhost.create_queue(name, method.durable, owner, method.auto_delete, arguments, options)
+        else:
+            queue = existing
+            session.check_exclusive(queue, method)
+            if queue.durable != method.durable:
+                raise inequivalent("durable", description, method.durable, queue.durable)
+            if queue.auto_delete != method.auto_delete:
+                raise inequivalent("auto_delete", description, method.auto_delete, queue.auto_delete)
+            if (queue.owner is not None) != method.exclusive:
+                raise session.locked(queue, method)
+            check_equivalent_arguments(arguments, queue.arguments, QUEUE_EQUIVALENCE_KEYS, description)
+            queue.last_used = session.broker.clock()
+    channel.last_queue = queue.name
+    if not method.nowait:
+        channel.send(commands.Queue.DeclareOk(queue.name, len(queue.ready), len(queue.consumers)))
+
+
+def queue_bind(session: Session, channel: Channel, method: commands.Queue.Bind) -> None:
+    queue, exchange = _queue_binding(session, channel, method)
+    _bind(session, exchange, queue, _binding_key(channel, method), method)
+    if not method.nowait:
+        channel.send(commands.Queue.BindOk())
+
+
+def queue_unbind(session: Session, channel: Channel, method: commands.Queue.Unbind) -> None:
+    queue, exchange = _queue_binding(session, channel, method)
+    session.vhost.unbind(exchange, queue, _binding_key(channel, method), dict(method.arguments or {}))
+    channel.send(commands.Queue.UnbindOk())
+
+
+def _queue_binding(session: Session, channel: Channel, method: Any) -> tuple[Any, Exchange]:
+    _not_default(method.exchange, method)
+    queue = session.find_queue(channel, method.queue, method)
+    return queue, session.find_exchange(method.exchange, method)
+
+
+def _binding_key(channel: Channel, method: Any) -> str:
+    """Queue '' with key '' binds with the last declared queue's name as key (spec shortcut)."""
+    if not method.queue and not method.routing_key:
+        return channel.last_queue
+    return method.routing_key
+
+
+def queue_purge(session: Session, channel: Channel, method: commands.Queue.Purge) -> None:
+    count = session.find_queue(channel, method.queue, method).purge()
+    if not method.nowait:
+        channel.send(commands.Queue.PurgeOk(count))
+
+
+def queue_delete(session: Session, channel: Channel, method: commands.Queue.Delete) -> None:
+    vhost = session.vhost
+    name = session.queue_name(channel, method.queue, method)
+    queue = vhost.queues.get(name)
+    if queue is not None:
+        session.check_exclusive(queue, method)
+        if method.if_unused and queue.consumers:
+            raise precondition_failed(f"{describe('queue', name, vhost.name)} in use", method)
+        if method.if_empty and queue.ready:
+            raise precondition_failed(f"{describe('queue', name, vhost.name)} not empty", method)
+    # Delete-Ok goes before the Basic.Cancel notifications to the queue's consumers, in
+    # RabbitMQ's order: clients waiting for Delete-Ok must not see a cancel first.
+    if not method.nowait:
+        channel.send(commands.Queue.DeleteOk(len(queue.ready) if queue is not None else 0))
+    if queue is not None:
+        vhost.delete_queue(queue)
+
+
+HANDLERS: dict[type, Handler] = {
+    commands.Exchange.Declare: exchange_declare,
+    commands.Exchange.Delete: exchange_delete,
+    commands.Exchange.Bind: exchange_bind,
+    commands.Exchange.Unbind: exchange_unbind,
+    commands.Queue.Declare: queue_declare,
+    commands.Queue.Bind: queue_bind,
+    commands.Queue.Unbind: queue_unbind,
+    commands.Queue.Purge: queue_purge,
+    commands.Queue.Delete: queue_delete,
+}

@@ -1,0 +1,205 @@
+"""A virtual host: its exchanges, queues and bindings, and the operations that keep them
+consistent (auto-delete, exclusive owners, durable writes, dead-lettering)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
+
+from gateway.broker.arguments import QueueOptions
+from gateway.broker.deadletter import dead_letter_content, would_cycle
+from gateway.broker.exchange import Exchange, route
+from gateway.broker.message import Message, expiration_deadline
+from gateway.broker.names import STANDARD_EXCHANGES
+from gateway.broker.queue import Queue
+from gateway.routing import freeze
+from gateway.wire.content import Content
+
+if TYPE_CHECKING:
+    from gateway.broker.broker import Broker
+    from gateway.broker.session import Session
+
+Destination = Queue | Exchange
+
+
+class VHost:
+    __slots__ = ("broker", "name", "exchanges", "queues")
+
+    def __init__(self, broker: Broker, name: str) -> None:
+        self.broker = broker
+        self.name = name
+        self.exchanges: dict[str, Exchange] = {}
+        self.queues: dict[str, Queue] = {}
+        for exchange_name, exchange_type in STANDARD_EXCHANGES:
+            self.exchanges[exchange_name] = Exchange(self, exchange_name, exchange_type, True, False, False, {})
+
+    # -- publishing -------------------------------------------------------------------------
+
+    def publish(self, exchange: Exchange, routing_key: str, content: Content, origin: int) -> tuple[int, bool, bool]:
+        """Route a message and enqueue it: (queues reached, refused by one, written to store)."""
+        broker = self.broker
+        expires_at = None if content.expiration is None else expiration_deadline(content, broker.clock())
+        message_id = broker.next_message_id
+        broker.next_message_id = message_id + 1
+        message = Message(
+            message_id, exchange.name, routing_key, content, content.delivery_mode == 2, expires_at, origin
+        )
+        if exchange.is_default:
+            queue = self.queues.get(routing_key)
+            if queue is None:
+                return 0, False, False
+            if queue.publish(message):
+                return 1, False, message.persistent and queue.store is not None
+            return 1, True, False
+        queues = route(exchange, routing_key, content)
+        refused = stored = False
+        for queue in queues:
+            if queue.publish(message):
+                if message.persistent and queue.store is not None:
+                    stored = True
+            else:
+                refused = True
+        return len(queues), refused, stored
+
+    def dead_letter(self, queue: Queue, messages: list[Message], reason: str) -> None:
+        """Republish messages dropped from `queue` to its dead-letter exchange, if it exists."""
+        options = queue.options
+        exchange = self.exchanges.get(options.dead_letter_exchange or "")
+        if exchange is None or options.dead_letter_exchange is None:
+            return
+        broker = self.broker
+        now = broker.clock()
+        for message in messages:
+            content = dead_letter_content(message, queue.name, reason, now)
+            routing_key = options.dead_letter_routing_key or message.routing_key
+            targets = [q for q in route(exchange, routing_key, content) if not would_cycle(content, q.name)]
+            if not targets:
+                continue
+            message_id = broker.next_message_id
+            broker.next_message_id = message_id + 1
+            copy = Message(message_id, exchange.name, routing_key, content, message.persistent, None, 0)
+            for target in targets:
+                target.publish(copy)
+
+    # -- exchanges --------------------------------------------------------------------------
+
+    def create_exchange(
+        self,
+        name: str,
+        exchange_type: str,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
+        persist: bool = True,
+    ) -> Exchange:
+        exchange = Exchange(self, name, exchange_type, durable, auto_delete, internal, arguments)
+        self.exchanges[name] = exchange
+        store = self.broker.store
+        if durable and persist and store is not None:
+            store.put_exchange(self.name, name, exchange_type, auto_delete, internal, arguments)
+        return exchange
+
+    def delete_exchange(self, exchange: Exchange) -> None:
+        """Delete an exchange and every binding from or to it."""
+        if exchange.deleted:
+            return
+        exchange.deleted = True
+        del self.exchanges[exchange.name]
+        for key, arguments, destination in exchange.matcher.bindings():
+            self._remove_binding(exchange, destination, key, arguments, auto_delete=False)
+        for source, key, arguments in list(exchange.sources.values()):
+            self._remove_binding(source, exchange, key, arguments)
+        store = self.broker.store
+        if exchange.durable and store is not None:
+            store.delete_exchange(self.name, exchange.name)
+
+    # -- bindings ---------------------------------------------------------------------------
+
+    def bind(
+        self, source: Exchange, destination: Destination, key: str, arguments: dict[str, Any], persist: bool = True
+    ) -> None:
+        """Add a binding (ValueError for headers arguments the matcher refuses)."""
+        if not source.matcher.bind(key, arguments, destination):
+            return
+        destination.sources[(source.name, key, freeze(arguments))] = (source, key, arguments)
+        store = self.broker.store
+        if persist and store is not None and _durable_binding(source, destination):
+            store.put_binding(self.name, source.name, _kind(destination), destination.name, key, arguments)
+
+    def unbind(self, source: Exchange, destination: Destination, key: str, arguments: dict[str, Any]) -> None:
+        self._remove_binding(source, destination, key, arguments)
+
+    def _remove_binding(
+        self, source: Exchange, destination: Destination, key: str, arguments: dict[str, Any], auto_delete: bool = True
+    ) -> None:
+        if not source.matcher.unbind(key, arguments, destination):
+            return
+        destination.sources.pop((source.name, key, freeze(arguments)), None)
+        store = self.broker.store
+        if store is not None and _durable_binding(source, destination):
+            store.delete_binding(self.name, source.name, _kind(destination), destination.name, key, arguments)
+        if auto_delete and source.auto_delete and not len(source.matcher):
+            self.delete_exchange(source)
+
+    # -- queues -----------------------------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        durable: bool,
+        owner: Session | None,
+        auto_delete: bool,
+        arguments: dict[str, Any],
+        options: QueueOptions,
+        persist: bool = True,
+    ) -> Queue:
+        """A new queue; durable non-exclusive queues are stored (exclusive ones die with
+        their connection, so there is nothing to recover)."""
+        store = self.broker.store if durable and owner is None else None
+        queue = Queue(self, name, durable, owner, auto_delete, arguments, options, store)
+        self.queues[name] = queue
+        if owner is not None:
+            owner.exclusive_queues.add(queue)
+        if store is not None and persist:
+            store.put_queue(self.name, name, auto_delete, arguments)
+        return queue
+
+    def delete_queue(self, queue: Queue) -> int:
+        """Delete a queue: cancel its consumers (telling clients that asked to be told), drop
+        its bindings and ready messages; returns how many messages it held."""
+        if queue.deleted:
+            return 0
+        queue.deleted = True
+        del self.queues[queue.name]
+        count = len(queue.ready)
+        consumers = list(queue.consumers)
+        queue.consumers.clear()
+        for consumer in consumers:
+            channel = consumer.channel
+            channel.consumers.pop(consumer.tag, None)
+            if channel.session.cancel_notify:
+                channel.send(commands.Basic.Cancel(consumer_tag=consumer.tag, nowait=True))
+        for source, key, arguments in list(queue.sources.values()):
+            self._remove_binding(source, queue, key, arguments)
+        if queue.store is not None:
+            queue.store.delete_queue(self.name, queue.name)
+        queue.ready.clear()
+        queue.ready_bytes = 0
+        if queue.owner is not None:
+            queue.owner.exclusive_queues.discard(queue)
+        self.broker.unwatch(queue)
+        return count
+
+
+def _kind(destination: Destination) -> str:
+    return "queue" if isinstance(destination, Queue) else "exchange"
+
+
+def _durable_binding(source: Exchange, destination: Destination) -> bool:
+    if not source.durable or source.is_default:
+        return False
+    if isinstance(destination, Queue):
+        return destination.store is not None
+    return destination.durable

@@ -1,0 +1,203 @@
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import commands
+
+from gateway.broker import Broker
+from gateway.wire.content import Content
+
+from .broker_fakes import Client, FakeClock, FakeStore, Snapshot, content
+
+
+def stored(broker=None, clock=None):
+    store = FakeStore()
+    broker = Broker(store=store, clock=clock or FakeClock())
+    return store, broker, Client(broker)
+
+
+def test_only_durable_topology_is_stored():
+    store, broker, c = stored()
+    c.exchange("dx", "topic", durable=True, arguments={"alternate-exchange": "ae"})
+    c.exchange("tx", "fanout")
+    c.declare("dq", durable=True, arguments={"x-max-length": 5})
+    c.declare("tq")
+    c.declare("eq", durable=True, exclusive=True)
+    c.bind("dq", "dx", "a.#")
+    c.bind("tq", "dx", "a.#")
+    c.bind("dq", "tx")
+    c.bind("eq", "amq.direct", "k")
+    c.bind("dq", "amq.direct", "k")
+    c.call(commands.Exchange.Bind(destination="dx", source="amq.topic", routing_key="#"))
+    c.call(commands.Exchange.Bind(destination="tx", source="amq.topic", routing_key="#"))
+    assert store.named("put_exchange") == [("/", "dx", "topic", False, False, {"alternate-exchange": "ae"})]
+    assert store.named("put_queue") == [("/", "dq", False, {"x-max-length": 5})]
+    assert store.named("put_binding") == [
+        ("/", "dx", "queue", "dq", "a.#", {}),
+        ("/", "amq.direct", "queue", "dq", "k", {}),
+        ("/", "amq.topic", "exchange", "dx", "#", {}),
+    ]
+
+
+def test_deletes_reach_the_store():
+    store, broker, c = stored()
+    c.exchange("dx", "direct", durable=True)
+    c.declare("dq", durable=True)
+    c.bind("dq", "dx", "k")
+    c.call(commands.Queue.Unbind(queue="dq", exchange="dx", routing_key="k"))
+    c.bind("dq", "dx", "k2")
+    c.call(commands.Exchange.Delete(exchange="dx"))
+    c.call(commands.Queue.Delete(queue="dq"))
+    assert store.named("delete_binding") == [("/", "dx", "queue", "dq", "k", {}), ("/", "dx", "queue", "dq", "k2", {})]
+    assert store.named("delete_exchange") == [("/", "dx")]
+    assert store.named("delete_queue") == [("/", "dq")]
+
+
+def test_add_vhost_is_stored():
+    store, broker, c = stored()
+    broker.add_vhost("v")
+    assert store.named("put_vhost") == [("v",)]
+
+
+def test_persistent_messages_on_durable_queues_lifecycle():
+    store, broker, c = stored()
+    c.declare("dq", durable=True)
+    c.declare("tq")
+    c.bind("dq", "amq.fanout")
+    c.bind("tq", "amq.fanout")
+    c.publish("amq.fanout", "k", b"p", delivery_mode=2)
+    c.publish("amq.fanout", "k", b"t", delivery_mode=1)
+    adds = store.named("add_message")
+    assert len(adds) == 1
+    vhost, queue, message_id, exchange, key, stored_content = adds[0]
+    assert (vhost, queue, exchange, key, stored_content.body) == ("/", "dq", "amq.fanout", "k", b"p")
+    got = c.get("dq")
+    assert store.named("mark_delivered") == [("/", "dq", message_id)]
+    c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=True))
+    got = c.get("dq")
+    assert len(store.named("mark_delivered")) == 1
+    c.ack(got.delivery_tag)
+    assert store.named("remove_message") == [("/", "dq", message_id)]
+
+
+def test_message_removed_on_no_ack_purge_expiry_and_drop():
+    clock = FakeClock()
+    store, broker, c = stored(clock=clock)
+    c.declare("dq", durable=True, arguments={"x-max-length": 1})
+    c.publish("", "dq", b"1", delivery_mode=2)
+    c.publish("", "dq", b"2", delivery_mode=2)
+    c.get("dq", no_ack=True)
+    c.publish("", "dq", b"3", delivery_mode=2)
+    c.call(commands.Queue.Purge(queue="dq"))
+    c.publish("", "dq", b"4", delivery_mode=2, expiration="10")
+    clock.advance(1)
+    broker.tick()
+    ids = [call[2] for call in store.named("add_message")]
+    assert [call[2] for call in store.named("remove_message")] == ids
+
+
+def test_message_ids_are_unique_and_shared_across_queues():
+    store, broker, c = stored()
+    c.declare("a", durable=True)
+    c.declare("b", durable=True)
+    c.bind("a", "amq.fanout")
+    c.bind("b", "amq.fanout")
+    c.publish("amq.fanout", "", b"1", delivery_mode=2)
+    c.publish("amq.fanout", "", b"2", delivery_mode=2)
+    ids = [call[2] for call in store.named("add_message")]
+    assert ids[0] == ids[1] != ids[2] == ids[3]
+
+
+@dataclass
+class X:
+    vhost: str
+    name: str
+    type: str
+    auto_delete: bool
+    internal: bool
+    arguments: dict[str, Any]
+
+
+@dataclass
+class Q:
+    vhost: str
+    name: str
+    auto_delete: bool
+    arguments: dict[str, Any]
+
+
+@dataclass
+class B:
+    vhost: str
+    source: str
+    destination_kind: str
+    destination: str
+    routing_key: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class M:
+    message_id: int
+    exchange: str
+    routing_key: str
+    content: Content
+    redelivered: bool
+
+
+def test_recover_rebuilds_state_without_writing_it_again():
+    shared = content(b"both", delivery_mode=2)
+    snapshot = Snapshot(
+        vhosts=["/", "v"],
+        exchanges=[X("/", "dx", "topic", False, False, {}), X("/", "amq.topic", "topic", False, False, {})],
+        queues=[Q("/", "a", False, {"x-max-length": 10}), Q("/", "b", False, {}), Q("v", "c", False, {})],
+        bindings=[
+            B("/", "dx", "queue", "a", "x.*", {}),
+            B("/", "amq.topic", "exchange", "dx", "#", {}),
+            B("/", "dx", "queue", "gone", "k", {}),
+        ],
+        messages={
+            ("/", "a"): [M(7, "dx", "x.y", shared, True), M(9, "", "a", content(b"second", delivery_mode=2), False)],
+            ("/", "b"): [M(7, "dx", "x.y", shared, False)],
+        },
+        next_message_id=12,
+    )
+    store = FakeStore()
+    broker = Broker(store=store)
+    broker.recover(snapshot)
+    assert store.calls == []
+    assert "c" in broker.vhosts["v"].queues
+    a = broker.vhosts["/"].queues["a"]
+    b = broker.vhosts["/"].queues["b"]
+    assert a.ready[0].message is b.ready[0].message
+    c = Client(broker)
+    first = c.get("a")
+    assert (first.body, first.redelivered, first.exchange, first.routing_key) == (b"both", True, "dx", "x.y")
+    assert c.get("b").redelivered is False
+    c.publish("amq.topic", "x.z", b"new", delivery_mode=2)
+    assert store.named("add_message")[0][2] == 12
+    assert [e.message.content.body for e in a.ready] == [b"second", b"new"]
+    c.ack(first.delivery_tag)
+    assert store.named("remove_message") == [("/", "a", 7)]
+
+
+def test_recovered_ids_never_reused_even_if_next_id_is_stale():
+    snapshot = Snapshot(queues=[Q("/", "a", False, {})], messages={("/", "a"): [M(40, "", "a", content(b"x"), False)]})
+    store = FakeStore()
+    broker = Broker(store=store)
+    broker.recover(snapshot)
+    c = Client(broker)
+    c.publish("", "a", b"y", delivery_mode=2)
+    assert store.named("add_message")[0][2] == 41
+
+
+def test_dead_lettered_persistent_message_is_stored_in_target():
+    store, broker, c = stored()
+    c.declare("dead", durable=True)
+    c.declare("work", durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+    c.publish("", "work", b"m", delivery_mode=2)
+    got = c.get("work")
+    c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
+    adds = store.named("add_message")
+    assert [(call[1], call[4]) for call in adds] == [("work", "work"), ("dead", "dead")]
+    assert adds[0][2] != adds[1][2]
+    assert store.named("remove_message") == [("/", "work", adds[0][2])]

@@ -1,0 +1,467 @@
+import pytest
+from pamqp import commands
+
+from gateway.broker import Broker
+from gateway.wire.errors import AMQPError
+
+from .broker_fakes import Client, FakeClock
+
+
+def error(c, method):
+    with pytest.raises(AMQPError) as info:
+        c.call(method)
+    return info.value
+
+
+def test_declare_reply_counts():
+    c = Client(Broker())
+    ok = c.declare("q")
+    assert (ok.queue, ok.message_count, ok.consumer_count) == ("q", 0, 0)
+    c.publish("", "q")
+    c.publish("", "q")
+    c.consume("q", "t", no_ack=False)
+    c.call(commands.Basic.Qos(prefetch_count=1))
+    ok = c.declare("q")
+    assert (ok.message_count, ok.consumer_count) == (0, 1)
+
+
+def test_server_named_queue():
+    c = Client(Broker())
+    name = c.declare("").queue
+    assert name.startswith("amq.gen-") and len(name) > 20
+    assert name != Client(c.broker).declare("").queue
+    assert name in c.session.vhost.queues
+
+
+def test_empty_name_means_last_declared_queue():
+    c = Client(Broker())
+    name = c.declare("").queue
+    c.call(commands.Queue.Bind(queue="", exchange="amq.direct", routing_key=""))
+    c.publish("amq.direct", name, b"x")
+    assert c.get("").body == b"x"
+    e = error(Client(c.broker), commands.Basic.Get(queue=""))
+    assert (e.reply_code, e.reply_text) == (404, "NOT_FOUND - no previously declared queue")
+
+
+def test_reserved_prefix_refused():
+    e = error(Client(Broker()), commands.Queue.Declare(queue="amq.q"))
+    assert (e.reply_code, e.reply_text) == (403, "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'")
+
+
+def test_passive_declare():
+    c = Client(Broker())
+    e = error(c, commands.Queue.Declare(queue="q", passive=True))
+    assert (e.reply_code, e.reply_text) == (404, "NOT_FOUND - no queue 'q' in vhost '/'")
+    assert (e.class_id, e.method_id) == (50, 10)
+    c = Client(c.broker)
+    c.declare("q", durable=True)
+    c.publish("", "q")
+    ok = c.call(commands.Queue.Declare(queue="q", passive=True))
+    assert (ok.queue, ok.message_count) == ("q", 1)
+
+
+@pytest.mark.parametrize(
+    "first, second, text",
+    [
+        (
+            {"durable": True},
+            {},
+            "inequivalent arg 'durable' for queue 'q' in vhost '/': received 'false' but current is 'true'",
+        ),
+        (
+            {},
+            {"auto_delete": True},
+            "inequivalent arg 'auto_delete' for queue 'q' in vhost '/': received 'true' but current is 'false'",
+        ),
+        (
+            {"arguments": {"x-message-ttl": 100}},
+            {},
+            "inequivalent arg 'x-message-ttl' for queue 'q' in vhost '/': received none but current is the value '100' of type 'long'",
+        ),
+        (
+            {"arguments": {"x-max-length": 1}},
+            {"arguments": {"x-max-length": 2}},
+            "inequivalent arg 'x-max-length' for queue 'q' in vhost '/': received the value '2' of type 'long' but current is the value '1' of type 'long'",
+        ),
+    ],
+)
+def test_redeclare_inequivalent_is_406(first, second, text):
+    c = Client(Broker())
+    c.declare("q", **first)
+    e = error(c, commands.Queue.Declare(queue="q", **second))
+    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - " + text)
+
+
+def test_unrelated_arguments_are_not_compared():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-custom": 1})
+    assert c.declare("q").queue == "q"
+
+
+@pytest.mark.parametrize(
+    "arguments, name",
+    [
+        ({"x-message-ttl": -1}, "x-message-ttl"),
+        ({"x-message-ttl": "10"}, "x-message-ttl"),
+        ({"x-expires": 0}, "x-expires"),
+        ({"x-max-length": -5}, "x-max-length"),
+        ({"x-max-length-bytes": 1.5}, "x-max-length-bytes"),
+        ({"x-overflow": "drop-tail"}, "x-overflow"),
+        ({"x-dead-letter-exchange": 5}, "x-dead-letter-exchange"),
+        ({"x-dead-letter-routing-key": "k"}, "x-dead-letter-routing-key"),
+    ],
+)
+def test_bad_argument_values_are_406(arguments, name):
+    c = Client(Broker())
+    e = error(c, commands.Queue.Declare(queue="q", arguments=arguments))
+    assert e.reply_code == 406
+    assert e.reply_text.startswith(f"PRECONDITION_FAILED - invalid arg '{name}' for queue 'q' in vhost '/': ")
+    assert "q" not in c.session.vhost.queues
+
+
+def test_exclusive_queue_is_locked_to_its_session_and_deleted_on_disconnect():
+    broker = Broker()
+    owner = Client(broker)
+    owner.declare("q", exclusive=True)
+    other = Client(broker)
+    lock = "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'q' in vhost '/'"
+    for method in (
+        commands.Queue.Declare(queue="q", exclusive=True),
+        commands.Queue.Declare(queue="q", passive=True),
+        commands.Queue.Bind(queue="q", exchange="amq.direct"),
+        commands.Queue.Unbind(queue="q", exchange="amq.direct"),
+        commands.Queue.Purge(queue="q"),
+        commands.Queue.Delete(queue="q"),
+        commands.Basic.Consume(queue="q"),
+        commands.Basic.Get(queue="q"),
+    ):
+        other = Client(broker)
+        e = error(other, method)
+        assert (e.reply_code, e.reply_text) == (405, lock), method
+        assert not e.connection_level
+    assert owner.declare("q", exclusive=True).queue == "q"
+    e = error(owner, commands.Queue.Declare(queue="q"))
+    assert e.reply_code == 405
+    owner = Client(broker)
+    owner.session = broker.vhosts["/"].queues["q"].owner
+    owner.session.disconnect()
+    assert "q" not in broker.vhosts["/"].queues
+
+
+def test_non_exclusive_queue_redeclared_exclusive_is_405():
+    c = Client(Broker())
+    c.declare("q")
+    assert error(c, commands.Queue.Declare(queue="q", exclusive=True)).reply_code == 405
+
+
+def test_auto_delete_queue_goes_when_last_consumer_cancels():
+    c = Client(Broker())
+    c.declare("q", auto_delete=True)
+    c.bind("q", "amq.fanout")
+    c.consume("q", "a")
+    c.consume("q", "b")
+    c.call(commands.Basic.Cancel(consumer_tag="a"))
+    assert "q" in c.session.vhost.queues
+    c.call(commands.Basic.Cancel(consumer_tag="b"))
+    assert "q" not in c.session.vhost.queues
+    assert len(c.session.vhost.exchanges["amq.fanout"].matcher) == 0
+
+
+def test_auto_delete_queue_without_consumers_stays():
+    c = Client(Broker())
+    c.declare("q", auto_delete=True)
+    c.session.close_channel(1)
+    assert "q" in c.session.vhost.queues
+
+
+def test_auto_delete_queue_goes_when_consumer_channel_closes():
+    c = Client(Broker())
+    c.declare("q", auto_delete=True)
+    c.consume("q")
+    c.session.close_channel(1)
+    assert "q" not in c.session.vhost.queues
+
+
+def test_purge_drops_ready_only():
+    c = Client(Broker())
+    c.declare("q")
+    for body in (b"1", b"2", b"3"):
+        c.publish("", "q", body)
+    held = c.get("q")
+    ok = c.call(commands.Queue.Purge(queue="q"))
+    assert ok.message_count == 2
+    c.call(commands.Basic.Reject(delivery_tag=held.delivery_tag, requeue=True))
+    assert c.get("q").body == b"1"
+    e = error(c, commands.Queue.Purge(queue="nope"))
+    assert e.reply_code == 404
+
+
+def test_delete_if_unused_if_empty_and_count():
+    c = Client(Broker())
+    c.declare("q")
+    c.publish("", "q")
+    e = error(c, commands.Queue.Delete(queue="q", if_empty=True))
+    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - queue 'q' in vhost '/' not empty")
+    c = Client(c.broker)
+    c.consume("q", "t", no_ack=True)
+    c.outbox.take()
+    other = Client(c.broker)
+    e = error(other, commands.Queue.Delete(queue="q", if_unused=True))
+    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - queue 'q' in vhost '/' in use")
+    c.call(commands.Basic.Cancel(consumer_tag="t"))
+    c.publish("", "q")
+    c.publish("", "q")
+    assert c.call(commands.Queue.Delete(queue="q")).message_count == 2
+    assert c.call(commands.Queue.Delete(queue="q")).message_count == 0
+
+
+def test_delete_cancels_consumers_with_notification_when_capable():
+    broker = Broker()
+    notified = Client(broker)
+    silent = Client(broker, cancel_notify=False)
+    notified.declare("q")
+    notified.consume("q", "n")
+    silent.consume("q", "s")
+    notified.session.handle_method(1, commands.Queue.Delete(queue="q"))
+    sent = notified.outbox.methods()
+    assert isinstance(sent[0], commands.Queue.DeleteOk)
+    cancels = [m for m in sent if isinstance(m, commands.Basic.Cancel)]
+    assert [(m.consumer_tag, m.nowait) for m in cancels] == [("n", True)]
+    assert silent.outbox.methods() == []
+    assert notified.session.channels[1].consumers == {}
+
+
+def test_message_ttl_expires_and_tick_returns_deadline():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q", arguments={"x-message-ttl": 1000})
+    c.publish("", "q", b"old")
+    clock.advance(0.5)
+    c.publish("", "q", b"new")
+    assert broker.tick() == pytest.approx(clock.now + 0.5)
+    clock.advance(0.5)
+    assert broker.tick() == pytest.approx(clock.now + 0.5)
+    assert [e.message.content.body for e in broker.vhosts["/"].queues["q"].ready] == [b"new"]
+    clock.advance(0.5)
+    assert broker.tick() is None
+    assert len(broker.vhosts["/"].queues["q"].ready) == 0
+
+
+def test_per_message_expiration():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q")
+    c.publish("", "q", b"short", expiration="100")
+    c.publish("", "q", b"keep")
+    assert broker.tick() == pytest.approx(clock.now + 0.1)
+    clock.advance(0.1)
+    broker.tick()
+    assert c.get("q").body == b"keep"
+
+
+def test_expired_head_is_skipped_on_get_and_consume():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q")
+    c.publish("", "q", b"a", expiration="10")
+    c.publish("", "q", b"b")
+    clock.advance(1)
+    assert c.get("q").body == b"b"
+    c.publish("", "q", b"c", expiration="10")
+    c.publish("", "q", b"d")
+    clock.advance(1)
+    c.consume("q")
+    assert c.bodies() == [b"d"]
+
+
+def test_zero_ttl_delivers_to_waiting_consumer_only():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q", arguments={"x-message-ttl": 0})
+    c.publish("", "q", b"dropped")
+    broker.tick()
+    c.consume("q")
+    c.publish("", "q", b"delivered")
+    assert c.bodies() == [b"delivered"]
+
+
+def test_invalid_expiration_is_406():
+    c = Client(Broker())
+    c.declare("q")
+    with pytest.raises(AMQPError) as info:
+        c.publish("", "q", expiration="soon")
+    assert info.value.reply_code == 406
+
+
+def test_on_deadline_hook_is_told_of_earlier_deadlines():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    seen = []
+    broker.on_deadline = seen.append
+    c = Client(broker)
+    c.declare("q")
+    assert broker.tick() is None
+    c.publish("", "q", b"x", expiration="200")
+    assert seen == [pytest.approx(clock.now + 0.2)]
+    c.publish("", "q", b"y", expiration="300")
+    assert len(seen) == 1
+
+
+def test_x_expires_deletes_unused_queue():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q", arguments={"x-expires": 1000})
+    assert broker.tick() == pytest.approx(clock.now + 1)
+    clock.advance(0.8)
+    c.declare("q", arguments={"x-expires": 1000})
+    clock.advance(0.8)
+    broker.tick()
+    assert "q" in broker.vhosts["/"].queues
+    c.consume("q", "t")
+    clock.advance(5)
+    assert broker.tick() is None
+    assert "q" in broker.vhosts["/"].queues
+    c.call(commands.Basic.Cancel(consumer_tag="t"))
+    clock.advance(0.5)
+    broker.tick()
+    assert "q" in broker.vhosts["/"].queues
+    clock.advance(0.5)
+    broker.tick()
+    assert "q" not in broker.vhosts["/"].queues
+
+
+def test_max_length_drop_head():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-length": 2})
+    for body in (b"1", b"2", b"3"):
+        c.publish("", "q", body)
+    assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"2", b"3"]
+
+
+def test_max_length_bytes():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-length-bytes": 10})
+    for body in (b"aaaa", b"bbbb", b"cccc"):
+        c.publish("", "q", body)
+    assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"bbbb", b"cccc"]
+
+
+def test_reject_publish_refuses_new_messages():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    c.publish("", "q", b"1")
+    c.publish("", "q", b"2")
+    assert c.get("q", no_ack=True).body == b"1"
+    assert isinstance(c.get("q"), commands.Basic.GetEmpty)
+
+
+def test_dead_letter_on_reject_with_x_death():
+    clock = FakeClock(1_700_000_000.0)
+    c = Client(Broker(clock=clock))
+    c.declare("dlq")
+    c.declare("work", arguments={"x-dead-letter-exchange": ""})
+    c.call(
+        commands.Queue.Declare(
+            queue="work2", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}
+        )
+    )
+    c.bind("work2", "amq.direct", "orig")
+    c.publish("amq.direct", "orig", b"m", expiration="60000", headers={"app": 1})
+    got = c.get("work2")
+    c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
+    dead = c.get("dlq")
+    assert (dead.body, dead.exchange, dead.routing_key) == (b"m", "", "dlq")
+    props = dead.content.properties
+    assert props.expiration is None
+    headers = props.headers
+    assert headers["app"] == 1
+    death = headers["x-death"][0]
+    assert death["count"] == 1
+    assert death["reason"] == "rejected"
+    assert death["queue"] == "work2"
+    assert death["exchange"] == "amq.direct"
+    assert death["routing-keys"] == ["orig"]
+    assert death["original-expiration"] == "60000"
+    assert int(death["time"].timestamp()) == 1_700_000_000
+    assert headers["x-first-death-reason"] == "rejected"
+    assert headers["x-first-death-queue"] == "work2"
+    assert headers["x-first-death-exchange"] == "amq.direct"
+
+
+def test_dead_letter_on_expiry_and_maxlen_and_counts_repeat():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.exchange("dlx", "fanout")
+    c.declare("dead")
+    c.bind("dead", "dlx")
+    c.declare("ttl", arguments={"x-message-ttl": 10, "x-dead-letter-exchange": "dlx"})
+    c.declare("short", arguments={"x-max-length": 1, "x-dead-letter-exchange": "dlx"})
+    c.publish("", "ttl", b"e")
+    clock.advance(1)
+    broker.tick()
+    c.publish("", "short", b"first")
+    c.publish("", "short", b"second")
+    expired = c.get("dead", no_ack=True)
+    dropped = c.get("dead", no_ack=True)
+    assert expired.body == b"e" and expired.content.headers["x-death"][0]["reason"] == "expired"
+    assert dropped.body == b"first" and dropped.content.headers["x-death"][0]["reason"] == "maxlen"
+    # the same message dead-lettered twice from the same queue for the same reason counts 2
+    c.declare("loop", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "loop"})
+    c.publish("", "loop", b"again")
+    for _ in range(2):
+        got = c.get("loop")
+        c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
+    deaths = c.get("loop").content.headers["x-death"]
+    assert [(d["queue"], d["reason"], d["count"]) for d in deaths] == [("loop", "rejected", 2)]
+
+
+def test_dead_letter_cycle_without_rejection_is_dropped():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q", arguments={"x-message-ttl": 10, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"})
+    c.publish("", "q", b"x")
+    clock.advance(1)
+    broker.tick()
+    assert len(broker.vhosts["/"].queues["q"].ready) == 0
+
+
+def test_missing_dead_letter_exchange_drops():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-dead-letter-exchange": "nope"})
+    c.publish("", "q")
+    got = c.get("q")
+    c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
+    assert isinstance(c.get("q"), commands.Basic.GetEmpty)
+
+
+def test_basic_get_counts_as_use_for_x_expires():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("q", arguments={"x-expires": 1000})
+    clock.advance(0.9)
+    c.get("q")
+    clock.advance(0.9)
+    broker.tick()
+    assert "q" in broker.vhosts["/"].queues
+
+
+def test_tick_reports_deadlines_of_messages_dead_lettered_while_expiring():
+    clock = FakeClock()
+    broker = Broker(clock=clock)
+    c = Client(broker)
+    c.declare("second", arguments={"x-message-ttl": 5000})
+    c.declare(
+        "first", arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "second"}
+    )
+    c.publish("", "first", b"x")
+    clock.advance(1)
+    assert broker.tick() == pytest.approx(clock.now + 5)
+    assert [e.message.content.body for e in broker.vhosts["/"].queues["second"].ready] == [b"x"]
