@@ -416,6 +416,9 @@ class ConnectionHandler:
 
     def _on_peer_close(self, event: events.ConnectionCloseRequested) -> None:
         LOGGER.debug("%s: closed by peer (%d %s)", self.peer, event.reply_code, event.reply_text)
+        # Like RabbitMQ, drop exclusive queues before the Close-Ok reaches the client, so a
+        # client that reconnects at once never finds its old queue still locked.
+        self.release()
         self._done = True
 
     def _on_closed(self, event: events.ConnectionClosed) -> None:

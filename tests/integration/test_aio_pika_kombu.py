@@ -8,6 +8,7 @@ import uuid
 import aio_pika
 import kombu
 import pytest
+from pamqp import commands
 
 from tests.nodes import NodeProcess
 
@@ -28,7 +29,7 @@ def test_aio_pika_confirms_consume_and_qos(shared_node: NodeProcess) -> None:
                     aio_pika.Message(str(i).encode(), delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
                     routing_key=queue.name,
                 )
-                assert isinstance(confirmation, aio_pika.abc.ConfirmationFrameType)
+                assert isinstance(confirmation, commands.Basic.Ack)
             received = []
             async with queue.iterator() as messages:
                 async for message in messages:
@@ -110,5 +111,6 @@ def test_kombu_simple_queue_celery_style_names(shared_node: NodeProcess) -> None
         message = simple.get(timeout=5)
         assert message.payload == {"ping": 1}
         message.ack()
+        simple.consumer.cancel()
         simple.queue.delete()
         simple.close()
