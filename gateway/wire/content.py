@@ -7,7 +7,9 @@ few fields the broker reads are parsed, once, on first use.
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 from pamqp import commands, decode
@@ -20,6 +22,9 @@ _PRIORITY = 1 << 11
 _CORRELATION_ID = 1 << 10
 _REPLY_TO = 1 << 9
 _EXPIRATION = 1 << 8
+
+#: The properties after expiration: (flag, width), width 0 for a shortstr.
+_TAIL = ((1 << 7, 0), (1 << 6, 8), (1 << 5, 0), (1 << 4, 0), (1 << 3, 0), (1 << 2, 0))
 
 _UNSCANNED = object()
 
@@ -60,7 +65,8 @@ class Content:
         if self._properties is None:
             flags = _flags(self.header)
             props = commands.Basic.Properties()
-            props.unmarshal(flags, self.header[_flags_length(self.header) :])
+            with _decoding("properties"):
+                props.unmarshal(flags, self.header[_flags_length(self.header) :])
             self._properties = props
         return self._properties
 
@@ -69,7 +75,12 @@ class Content:
         current = self.properties
         values = {name: getattr(current, name) for name in current.__slots__}
         values.update(changes)
-        return Content.from_properties(commands.Basic.Properties(**values), self.body)
+        # Set fields one by one: the constructor validates, and would refuse what publishers
+        # may send and RabbitMQ accepts (a delivery mode other than 1 or 2, a cluster id).
+        props = commands.Basic.Properties()
+        for name, value in values.items():
+            setattr(props, name, value)
+        return Content.from_properties(props, self.body)
 
     @property
     def delivery_mode(self) -> int | None:
@@ -101,7 +112,8 @@ class Content:
         self._scan()
         if self._headers is _UNSCANNED:
             raw = self._headers_raw
-            self._headers = None if raw is None else decode.field_table(raw)[1]
+            with _decoding("headers"):
+                self._headers = None if raw is None else decode.field_table(raw)[1]
         return self._headers
 
     def _scan(self) -> None:
@@ -136,8 +148,16 @@ class Content:
             if flags & _EXPIRATION:
                 length = data[offset]
                 expiration = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
+                offset += 1 + length
+            # The broker needs nothing further, but walking to the end proves the section is
+            # whole: slices above do not fail when a length points past the end.
+            for flag, width in _TAIL:
+                if flags & flag:
+                    offset += width or 1 + data[offset]
         except (IndexError, struct.error) as exc:
             raise ValueError("content header properties are truncated") from exc
+        if offset > len(data):
+            raise ValueError("content header properties are truncated")
         self._delivery_mode = delivery_mode
         self._priority = priority
         self._reply_to = reply_to
@@ -149,6 +169,20 @@ class Content:
 
     def __repr__(self) -> str:
         return f"Content(header={self.header!r}, body={len(self.body)} bytes)"
+
+
+@contextlib.contextmanager
+def _decoding(what: str) -> Iterator[None]:
+    """Make every failure of pamqp's decoders a ValueError.
+
+    Besides ValueError they let struct.error, OverflowError or OSError (timestamps beyond
+    datetime's range) and RecursionError (deeply nested tables) escape, and these bytes come
+    from a publisher: callers should have one exception to catch.
+    """
+    try:
+        yield
+    except (ValueError, struct.error, ArithmeticError, OSError, RecursionError, TypeError) as exc:
+        raise ValueError(f"content {what} cannot be decoded: {exc}") from exc
 
 
 def _flags(data: bytes) -> int:

@@ -1,0 +1,739 @@
+"""The server side of an AMQP 0-9-1 connection, sans I/O.
+
+Theory of operation
+-------------------
+`ServerConnection` is a pure state machine, like h11's `Connection`. The Trio layer feeds it
+whatever the socket produced (`receive_data`), pulls events until `NEED_DATA`
+(`next_event`), and writes whatever it queued (`data_to_send`). Nothing here blocks, sleeps,
+or knows about sockets, so every behaviour is tested with bytes in and bytes out.
+
+Input is a `bytearray` plus a read offset. A frame is looked at only once all of it is there:
+the 7-byte header is peeked first, and a frame that is too big is refused before a single
+payload byte is buffered (a peer cannot make us hold more than frame_max bytes of a frame).
+
+What a frame may do is decided by the tables in `states.py`; this module holds the current
+states and turns each verdict into an event or an error. The protocol answers itself where
+the spec leaves no choice (Open-Ok, Close-Ok, and the Close that answers a peer's mistake), so
+the server only sees meaning.
+
+Error handling: a peer's mistake never raises out of `next_event`. It becomes an `AMQPError`,
+scoped by `AMQPError.connection_level` (and anything on channel 0 is connection-level): the
+matching Channel.Close or Connection.Close is queued, and `ProtocolErrorOccurred` is
+returned. After a connection-level error only Connection.Close-Ok (or a crossing
+Connection.Close) is still read; after a framing error even that is impossible, so input is
+discarded and the server's bounded wait for Close-Ok ends the connection. Our own misuse (an
+API call the state forbids) raises `LocalProtocolError`; sends to channels that are closed or
+closing are dropped silently, because the broker may race with a close it has not seen yet.
+
+Hot path: Basic.Publish, content header, body frames and Basic.Ack are decoded by hand in
+`frames.py`, and deliveries are encoded there as one bytes object per message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import base, commands
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
+
+from gateway.wire import frames
+from gateway.wire.content import Content
+from gateway.wire.errors import (
+    AMQPError,
+    channel_error,
+    command_invalid,
+    frame_error,
+    not_allowed,
+    precondition_failed,
+    syntax_error,
+    unexpected_frame,
+)
+from gateway.wire.events import (
+    NEED_DATA,
+    ChannelClosed,
+    ChannelCloseRequested,
+    ChannelOpened,
+    ConnectionClosed,
+    ConnectionCloseRequested,
+    Event,
+    HeartbeatReceived,
+    LoginRequested,
+    MessageReceived,
+    MethodReceived,
+    NeedData,
+    ProtocolErrorOccurred,
+    ProtocolHeaderRejected,
+    VhostRequested,
+)
+from gateway.wire.states import (
+    CHANNEL_INCOMING,
+    CONNECTION_INCOMING,
+    CONNECTION_OUTGOING,
+    IGNORING_STATES,
+    SENDABLE_STATES,
+    ChannelState,
+    ConnectionState,
+    channel_refusal,
+    connection_refusal,
+    content_refusal,
+)
+
+NextEvent = Event | NeedData
+
+_KNOWN_FRAME_TYPES = frozenset(
+    {frames.FRAME_METHOD, frames.FRAME_HEADER, frames.FRAME_BODY, frames.FRAME_HEARTBEAT}
+)
+_CONNECTION_CLASS = commands.Connection.frame_id
+_START_OK_IDS = (_CONNECTION_CLASS, commands.Connection.StartOk.frame_id)
+#: Methods the broker must not send through `send_method`: they change state kept here.
+_STATEFUL_CHANNEL_METHODS = frozenset(
+    {
+        commands.Channel.Open,
+        commands.Channel.OpenOk,
+        commands.Channel.Close,
+        commands.Channel.CloseOk,
+    }
+)
+_unpack_frame_header = frames.FRAME_HEADER_STRUCT.unpack_from
+
+
+class LocalProtocolError(Exception):
+    """Our own code asked for something the connection's state does not allow."""
+
+
+@dataclass(frozen=True, slots=True)
+class Negotiated:
+    """The limits agreed by Connection.Tune / Tune-Ok."""
+
+    channel_max: int
+    frame_max: int
+    heartbeat: int
+
+
+def default_server_properties() -> dict[str, Any]:
+    """What Connection.Start announces when the caller gives nothing: RabbitMQ's shape, so
+    clients enable the extensions we implement (and leave direct reply-to alone)."""
+    from gateway import __version__  # late: gateway/__init__ may one day import from wire
+
+    return {
+        "product": "amq-gateway",
+        "version": __version__,
+        "platform": "Python/Trio",
+        "capabilities": {
+            "publisher_confirms": True,
+            "exchange_exchange_bindings": True,
+            "basic.nack": True,
+            "consumer_cancel_notify": True,
+            "connection.blocked": True,
+            "authentication_failure_close": True,
+            "per_consumer_qos": True,
+            "direct_reply_to": False,
+        },
+    }
+
+
+class _PeerError(Exception):
+    """Internal: the peer broke the protocol. `desync` means framing is lost for good."""
+
+    def __init__(self, error: AMQPError, channel: int = 0, *, desync: bool = False) -> None:
+        super().__init__(error)
+        self.error = error
+        self.channel = channel
+        self.desync = desync
+
+
+class _Channel:
+    """A channel's state, and the publish being assembled on it."""
+
+    __slots__ = ("state", "exchange", "routing_key", "mandatory", "immediate", "content",
+                 "remaining", "chunks")  # fmt: skip
+
+    def __init__(self) -> None:
+        self.state = ChannelState.OPEN
+        self.exchange = self.routing_key = ""
+        self.mandatory = self.immediate = False
+        self.content: Content | None = None
+        self.remaining = 0
+        self.chunks: list[bytearray] = []
+
+
+class ServerConnection:
+    """One client connection, server role. See the module docstring for the theory.
+
+    Args:
+        server_properties: Connection.Start's table; `default_server_properties()` if None.
+        frame_max: the largest frame we accept and propose (at least 4096).
+        channel_max: the highest channel id we propose (1..65535).
+        heartbeat: the heartbeat interval we propose, in seconds (0: none).
+        mechanisms: SASL mechanisms announced and accepted.
+        max_message_size: a larger declared body size closes the channel with 406, as
+            RabbitMQ's max_message_size does, so one publish cannot take all our memory.
+    """
+
+    def __init__(
+        self,
+        server_properties: dict[str, Any] | None = None,
+        *,
+        frame_max: int = 131072,
+        channel_max: int = 2047,
+        heartbeat: int = 60,
+        mechanisms: tuple[str, ...] = ("PLAIN", "AMQPLAIN"),
+        max_message_size: int = 128 * 1024 * 1024,
+    ) -> None:
+        if not frames.FRAME_MIN_SIZE <= frame_max <= 0xFFFFFFFF:
+            raise ValueError(f"frame_max must be between 4096 and 2**32 - 1, not {frame_max}")
+        if not 1 <= channel_max <= 0xFFFF:
+            raise ValueError(f"channel_max must be between 1 and 65535, not {channel_max}")
+        if not 0 <= heartbeat <= 0xFFFF:
+            raise ValueError(f"heartbeat must be between 0 and 65535, not {heartbeat}")
+        self.state = ConnectionState.AWAIT_PROTOCOL_HEADER
+        self.negotiated: Negotiated | None = None
+        self.client_properties: dict[str, Any] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.username: str | None = None
+        self._server_properties = (
+            default_server_properties() if server_properties is None else server_properties
+        )
+        self._mechanisms = mechanisms
+        self._proposed = Negotiated(channel_max, frame_max, heartbeat)
+        self._frame_max = frame_max  # the proposal until Tune-Ok, then the negotiated value
+        self._channel_max = channel_max
+        self._max_message_size = max_message_size
+        self._channels: dict[int, _Channel] = {}
+        self._buffer = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._desynced = False
+        self._out: list[bytes] = []
+        self._out_size = 0
+
+    # ------------------------------------------------------------------ input
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the socket; b"" means the peer closed its side."""
+        if self._eof:
+            raise LocalProtocolError("receive_data() after the peer's EOF")
+        if not data:
+            self._eof = True
+        elif not self._desynced and self.state is not ConnectionState.CLOSED:
+            if self._pos:  # compact once per read, not once per frame
+                del self._buffer[: self._pos]
+                self._pos = 0
+            self._buffer += data
+
+    def next_event(self) -> NextEvent:
+        """The next event, or NEED_DATA. Never raises for the peer's mistakes."""
+        while True:
+            if self.state is ConnectionState.CLOSED:
+                return ConnectionClosed()
+            try:
+                event = self._step()
+            except _PeerError as exc:
+                event = self._on_peer_error(exc)
+            except AMQPError as error:  # from the frame decoders: always connection-level
+                event = self._on_peer_error(_PeerError(error))
+            if event is not None:
+                return event
+
+    def _step(self) -> NextEvent | None:
+        """Consume at most one frame; None when it needs no event of its own."""
+        if self._desynced:
+            return self._no_frame()
+        if self.state is ConnectionState.AWAIT_PROTOCOL_HEADER:
+            return self._read_protocol_header()
+        buf = self._buffer
+        pos = self._pos
+        if len(buf) - pos < 7:
+            return self._no_frame()
+        frame_type, channel, size = _unpack_frame_header(buf, pos)
+        if frame_type not in _KNOWN_FRAME_TYPES:
+            raise _PeerError(frame_error(f"unknown frame type {frame_type}"), desync=True)
+        if size > self._frame_max - frames.FRAME_OVERHEAD:
+            raise _PeerError(
+                frame_error(
+                    f"frame of {size} bytes on channel {channel} exceeds frame_max "
+                    f"{self._frame_max} minus 8"
+                ),
+                desync=True,
+            )
+        end = pos + 7 + size
+        if len(buf) <= end:
+            return self._no_frame()
+        if buf[end] != frames.FRAME_END:
+            raise _PeerError(frame_error(f"frame-end octet is {buf[end]:#x}, not 0xce"), desync=True)
+        self._pos = end + 1
+        payload = buf[pos + 7 : end]
+        if frame_type == frames.FRAME_METHOD:
+            if channel == 0:
+                return self._on_connection_method(payload)
+            return self._on_channel_method(channel, payload)
+        if self.state is ConnectionState.CLOSING:
+            return None
+        if frame_type == frames.FRAME_BODY:
+            return self._on_body(channel, payload)
+        if frame_type == frames.FRAME_HEADER:
+            return self._on_header(channel, payload)
+        if channel:
+            raise _PeerError(frame_error(f"heartbeat frame on channel {channel}"))
+        if size:
+            raise _PeerError(frame_error(f"heartbeat frame with a {size}-byte payload"))
+        return HeartbeatReceived()
+
+    def _no_frame(self) -> NextEvent:
+        """No whole frame is buffered: wait for more, or end if the peer has closed."""
+        if self._eof:
+            self.state = ConnectionState.CLOSED
+            return ConnectionClosed()
+        return NEED_DATA
+
+    def _read_protocol_header(self) -> NextEvent | None:
+        """Wait for the 8-byte header, but reject a wrong one as soon as a byte differs."""
+        received = bytes(self._buffer[self._pos : self._pos + 8])
+        if not frames.PROTOCOL_HEADER.startswith(received):
+            self._queue(frames.PROTOCOL_HEADER)
+            self.state = ConnectionState.CLOSED
+            return ProtocolHeaderRejected(received)
+        if len(received) < 8:
+            return self._no_frame()
+        self._pos += 8
+        start = commands.Connection.Start(
+            server_properties=self._server_properties,
+            mechanisms=" ".join(self._mechanisms),
+            locales="en_US",
+        )
+        self._send_connection_method(start)
+        return None
+
+    # --------------------------------------------------------- connection (channel 0)
+
+    def _on_connection_method(self, payload: bytearray) -> NextEvent | None:
+        index = frames.method_index(payload)
+        if self.state is ConnectionState.CLOSING:
+            # Only the end of the closing handshake matters; its arguments do not.
+            kind = commands.INDEX_MAPPING.get(index)
+            if kind is None or kind not in CONNECTION_INCOMING[self.state]:
+                return None
+            if kind is commands.Connection.Close:
+                self._queue(frames.encode_method(0, commands.Connection.CloseOk()))
+            self.state = ConnectionState.CLOSED
+            return ConnectionClosed()
+        method = frames.decode_method(payload)
+        kind = type(method)
+        next_state = CONNECTION_INCOMING[self.state].get(kind)
+        if next_state is None:
+            raise _PeerError(connection_refusal(self.state, method))
+        event: Event | None = None
+        if isinstance(method, commands.Connection.StartOk):
+            event = self._on_start_ok(method)
+        elif isinstance(method, commands.Connection.TuneOk):
+            self._on_tune_ok(method)
+        elif isinstance(method, commands.Connection.Open):
+            event = VhostRequested(method.virtual_host)
+        elif isinstance(method, commands.Connection.Close):
+            self._queue(frames.encode_method(0, commands.Connection.CloseOk()))
+            event = ConnectionCloseRequested(method.reply_code or 0, method.reply_text)
+        self.state = next_state
+        return event
+
+    def _on_start_ok(self, method: commands.Connection.StartOk) -> LoginRequested:
+        if method.mechanism not in self._mechanisms:
+            # RabbitMQ's answer (the spec would drop the socket without a word).
+            raise _PeerError(
+                command_invalid(f"unknown authentication mechanism '{method.mechanism[:40]}'", method)
+            )
+        self.client_properties = method.client_properties or {}
+        capabilities = self.client_properties.get("capabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        # pamqp hands a longstr over as str when it happens to be valid UTF-8 and as bytes
+        # otherwise; encoding the str back as UTF-8 restores exactly the bytes sent.
+        response = method.response
+        raw = response.encode() if isinstance(response, str) else bytes(response)
+        return LoginRequested(method.mechanism, raw, self.client_properties)
+
+    def _on_tune_ok(self, method: commands.Connection.TuneOk) -> None:
+        """Zero means "the server's value" for channel_max and frame_max. A client may only go
+        lower than our proposal; above it, or a frame_max below the spec's 4096, is refused
+        with 530 NOT_ALLOWED as RabbitMQ does. Heartbeat is the client's choice (0: none)."""
+        proposed = self._proposed
+        channel_max = method.channel_max or proposed.channel_max
+        frame_max = method.frame_max or proposed.frame_max
+        for name, value, limit in (
+            ("channel_max", channel_max, proposed.channel_max),
+            ("frame_max", frame_max, proposed.frame_max),
+        ):
+            if value > limit:
+                raise _PeerError(
+                    not_allowed(
+                        f"negotiated {name} = {value} is higher than the maximum allowed value ({limit})",
+                        method,
+                    )
+                )
+        if frame_max < frames.FRAME_MIN_SIZE:
+            raise _PeerError(
+                not_allowed(
+                    f"negotiated frame_max = {frame_max} is lower than the minimum allowed value (4096)",
+                    method,
+                )
+            )
+        self.negotiated = Negotiated(channel_max, frame_max, method.heartbeat)
+        self._channel_max = channel_max
+        self._frame_max = frame_max
+
+    # ------------------------------------------------------------------ channels
+
+    def _channel(self, channel: int) -> _Channel | None:
+        """The channel's state if it exists; a connection-level 504 for an impossible id."""
+        if self.state is not ConnectionState.OPEN:
+            raise _PeerError(channel_error(f"channel {channel} used before the connection is open"))
+        if channel > self._channel_max:
+            raise _PeerError(
+                channel_error(f"channel {channel} is above channel_max {self._channel_max}")
+            )
+        return self._channels.get(channel)
+
+    def _on_channel_method(self, channel: int, payload: bytearray) -> NextEvent | None:
+        if self.state is ConnectionState.CLOSING:
+            return None
+        index = frames.method_index(payload)
+        ch = self._channel(channel)
+        state = ChannelState.CLOSED if ch is None else ch.state
+        if index == frames.PUBLISH_INDEX and ch is not None and state is ChannelState.OPEN:
+            # Fast path for CHANNEL_INCOMING[OPEN][Basic.Publish] -> AWAIT_HEADER.
+            ch.exchange, ch.routing_key, ch.mandatory, ch.immediate = frames.decode_publish(payload)
+            ch.state = ChannelState.AWAIT_HEADER
+            return None
+        if state in IGNORING_STATES and commands.INDEX_MAPPING.get(index) not in CHANNEL_INCOMING[state]:
+            return None
+        method = (
+            frames.decode_ack(payload) if index == frames.ACK_INDEX else frames.decode_method(payload)
+        )
+        kind = type(method)
+        next_state = CHANNEL_INCOMING[state].get(kind)
+        if next_state is None:
+            raise _PeerError(channel_refusal(channel, state, method), channel)
+        if kind is commands.Channel.Open:
+            self._channels[channel] = _Channel()
+            self._queue(frames.encode_method(channel, commands.Channel.OpenOk()))
+            return ChannelOpened(channel)
+        if kind is commands.Channel.Close:
+            self._queue(frames.encode_method(channel, commands.Channel.CloseOk()))
+            if next_state is ChannelState.CLOSING:  # crossed our own Close
+                return None
+            del self._channels[channel]
+            return ChannelCloseRequested(channel)
+        if kind is commands.Channel.CloseOk:
+            del self._channels[channel]
+            return ChannelClosed(channel)
+        return MethodReceived(channel, method)
+
+    def _content_channel(self, channel: int, kind: type) -> _Channel | None:
+        """The channel a content frame continues; None when the frame is to be dropped."""
+        what = "content header" if kind is ContentHeader else "content body"
+        if channel == 0:
+            raise _PeerError(unexpected_frame(f"{what} frame on channel 0"))
+        ch = self._channel(channel)
+        if ch is None:
+            raise _PeerError(channel_error(f"{what} frame on channel {channel}, which is not open"))
+        if kind not in CHANNEL_INCOMING[ch.state]:
+            if ch.state in IGNORING_STATES:
+                return None
+            raise _PeerError(content_refusal(channel, ch.state, kind))
+        return ch
+
+    def _on_header(self, channel: int, payload: bytearray) -> NextEvent | None:
+        ch = self._content_channel(channel, ContentHeader)
+        if ch is None:
+            return None
+        class_id, body_size, properties = frames.decode_content_header(payload)
+        if class_id != frames.BASIC_CLASS:
+            raise _PeerError(
+                unexpected_frame(
+                    f"content header for class {class_id}, expected class 60", commands.Basic.Publish
+                )
+            )
+        if body_size > self._max_message_size:
+            raise _PeerError(
+                precondition_failed(
+                    f"message size {body_size} is larger than configured max size {self._max_message_size}",
+                    commands.Basic.Publish,
+                ),
+                channel,
+            )
+        content = Content(properties, b"")
+        try:
+            content.delivery_mode  # noqa: B018 - walks the properties once; the broker needs them
+        except ValueError as exc:
+            raise _PeerError(
+                syntax_error(f"content header properties: {exc}", commands.Basic.Publish)
+            ) from None
+        if not body_size:
+            return self._message(channel, ch, content)
+        ch.content = content
+        ch.remaining = body_size
+        ch.state = ChannelState.AWAIT_BODY
+        return None
+
+    def _on_body(self, channel: int, payload: bytearray) -> NextEvent | None:
+        ch = self._content_channel(channel, ContentBody)
+        if ch is None:
+            return None
+        size = len(payload)
+        if size > ch.remaining:
+            raise _PeerError(
+                unexpected_frame(
+                    f"content body frame of {size} bytes exceeds the {ch.remaining} bytes remaining",
+                    commands.Basic.Publish,
+                )
+            )
+        ch.chunks.append(payload)
+        ch.remaining -= size
+        if ch.remaining:
+            return None
+        content = ch.content
+        assert content is not None  # set with AWAIT_BODY
+        chunks = ch.chunks
+        content.body = bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+        ch.content = None
+        ch.chunks = []
+        return self._message(channel, ch, content)
+
+    def _message(self, channel: int, ch: _Channel, content: Content) -> MessageReceived:
+        ch.state = ChannelState.OPEN
+        return MessageReceived(channel, ch.exchange, ch.routing_key, ch.mandatory, ch.immediate, content)
+
+    # ------------------------------------------------------------------ errors
+
+    def _on_peer_error(self, exc: _PeerError) -> Event | None:
+        """Queue the Close the spec asks for and describe it, once per closing."""
+        if exc.desync:
+            self._desynced = True
+            self._buffer.clear()
+            self._pos = 0
+        error = exc.error
+        if self.state is ConnectionState.CLOSING:
+            return None  # already closing: the peer's further mistakes change nothing
+        if exc.channel and not error.connection_level:
+            self._close_channel(exc.channel, error)
+            return ProtocolErrorOccurred(error, exc.channel)
+        self.close_connection(error)
+        return ProtocolErrorOccurred(error, 0)
+
+    # ------------------------------------------------------------------ output
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer, and forget it."""
+        out = self._out
+        if not out:
+            return b""
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_size = 0
+        return data
+
+    def pending_output(self) -> int:
+        """Bytes queued and not yet taken by `data_to_send` (for back-pressure)."""
+        return self._out_size
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_size += len(data)
+
+    def _send_connection_method(self, method: base.Frame) -> None:
+        next_state = CONNECTION_OUTGOING.get(self.state, {}).get(type(method))
+        if next_state is None:
+            raise LocalProtocolError(f"cannot send {method.name} in connection state {self.state.value}")
+        self._queue(frames.encode_method(0, method))
+        self.state = next_state
+
+    def _handshake_gone(self) -> bool:
+        """True when a handshake answer is moot because the connection is already ending."""
+        return self.state in (ConnectionState.CLOSING, ConnectionState.CLOSED)
+
+    def accept_login(self, username: str) -> None:
+        """Answer LoginRequested: credentials are good; queue Connection.Tune."""
+        if self._handshake_gone():
+            return
+        self._send_connection_method(
+            commands.Connection.Tune(
+                channel_max=self._proposed.channel_max,
+                frame_max=self._proposed.frame_max,
+                heartbeat=self._proposed.heartbeat,
+            )
+        )
+        self.username = username
+
+    def refuse_login(self, text: str) -> None:
+        """Answer LoginRequested: queue Connection.Close 403 with `text` as its reply text."""
+        if self._handshake_gone():
+            return
+        if self.state is not ConnectionState.AWAIT_LOGIN:
+            raise LocalProtocolError(f"refuse_login() in connection state {self.state.value}")
+        self.close_connection(AMQPError(403, text, *_START_OK_IDS))
+
+    def accept_open(self) -> None:
+        """Answer VhostRequested: the vhost is usable; queue Connection.Open-Ok."""
+        if self._handshake_gone():
+            return
+        self._send_connection_method(commands.Connection.OpenOk())
+
+    def close_connection(self, error: AMQPError) -> None:
+        """Queue Connection.Close; from now on only Close-Ok (or Close) is read.
+
+        A no-op once closing; before the protocol header there is nobody to tell, so the
+        connection simply ends.
+        """
+        if self._handshake_gone():
+            return
+        if self.state is ConnectionState.AWAIT_PROTOCOL_HEADER:
+            self.state = ConnectionState.CLOSED
+            return
+        self._send_connection_method(
+            commands.Connection.Close(
+                error.reply_code, _truncate(error.reply_text), error.class_id, error.method_id
+            )
+        )
+
+    def close_channel(self, channel: int, error: AMQPError) -> None:
+        """Queue Channel.Close; the channel then ignores all but Close-Ok / Close.
+
+        A connection-level error closes the connection instead, so callers can pass any
+        AMQPError here. Channels already closed or closing are left alone.
+        """
+        if error.connection_level:
+            self.close_connection(error)
+        elif self._sendable(channel):
+            self._close_channel(channel, error)
+
+    def _close_channel(self, channel: int, error: AMQPError) -> None:
+        ch = self._channels.get(channel)
+        if ch is None or ch.state is ChannelState.CLOSING:
+            return
+        close = commands.Channel.Close(
+            error.reply_code, _truncate(error.reply_text), error.class_id, error.method_id
+        )
+        self._queue(frames.encode_method(channel, close))
+        ch.state = ChannelState.CLOSING
+        ch.content = None
+        ch.chunks = []
+
+    def is_channel_open(self, channel: int) -> bool:
+        """True when the broker may send on `channel` (open, not closing)."""
+        ch = self._channels.get(channel)
+        return ch is not None and ch.state in SENDABLE_STATES and self.state is ConnectionState.OPEN
+
+    def _sendable(self, channel: int) -> bool:
+        """Whether to send on `channel` now; raises if the connection never opened."""
+        if self.state is not ConnectionState.OPEN:
+            if self._handshake_gone():
+                return False
+            raise LocalProtocolError(f"no channel can be used in connection state {self.state.value}")
+        ch = self._channels.get(channel)
+        return ch is not None and ch.state in SENDABLE_STATES
+
+    def send_method(self, channel: int, method: base.Frame) -> None:
+        """Queue any method the broker answers or volunteers on an open channel."""
+        if channel == 0 or method.index >> 16 == _CONNECTION_CLASS:
+            raise LocalProtocolError(f"{method.name}: connection methods have methods of their own here")
+        if type(method) in _STATEFUL_CHANNEL_METHODS:
+            raise LocalProtocolError(f"{method.name}: channels are opened and closed by the connection")
+        if self._sendable(channel):
+            self._queue(frames.encode_method(channel, method))
+
+    def send_deliver(
+        self,
+        channel: int,
+        consumer_tag: str,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        content: Content,
+    ) -> None:
+        """Queue Basic.Deliver with its content (the fast path)."""
+        if self._sendable(channel):
+            self._queue(
+                frames.encode_deliver(
+                    channel,
+                    consumer_tag,
+                    delivery_tag,
+                    redelivered,
+                    exchange,
+                    routing_key,
+                    content,
+                    self._frame_max,
+                )
+            )
+
+    def send_get_ok(
+        self,
+        channel: int,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        message_count: int,
+        content: Content,
+    ) -> None:
+        """Queue Basic.Get-Ok with its content."""
+        if self._sendable(channel):
+            self._queue(
+                frames.encode_get_ok(
+                    channel,
+                    delivery_tag,
+                    redelivered,
+                    exchange,
+                    routing_key,
+                    message_count,
+                    content,
+                    self._frame_max,
+                )
+            )
+
+    def send_return(
+        self,
+        channel: int,
+        reply_code: int,
+        reply_text: str,
+        exchange: str,
+        routing_key: str,
+        content: Content,
+    ) -> None:
+        """Queue Basic.Return with the unroutable message's content."""
+        if self._sendable(channel):
+            self._queue(
+                frames.encode_return(
+                    channel,
+                    reply_code,
+                    _truncate(reply_text),
+                    exchange,
+                    routing_key,
+                    content,
+                    self._frame_max,
+                )
+            )
+
+    def send_heartbeat(self) -> None:
+        """Queue a heartbeat frame (dropped before the protocol header and after the end)."""
+        if self.state not in (ConnectionState.AWAIT_PROTOCOL_HEADER, ConnectionState.CLOSED):
+            self._queue(frames.HEARTBEAT_FRAME)
+
+    def send_blocked(self, reason: str) -> None:
+        """Queue Connection.Blocked if the client announced the connection.blocked capability."""
+        if self._may_block():
+            self._queue(frames.encode_method(0, commands.Connection.Blocked(_truncate(reason))))
+
+    def send_unblocked(self) -> None:
+        """Queue Connection.Unblocked, under the same condition as `send_blocked`."""
+        if self._may_block():
+            self._queue(frames.encode_method(0, commands.Connection.Unblocked()))
+
+    def _may_block(self) -> bool:
+        return self.client_capabilities.get("connection.blocked") is True and not self._handshake_gone()
+
+
+def _truncate(text: str) -> str:
+    """Cut text to a shortstr's 255 bytes without splitting a UTF-8 sequence."""
+    data = text.encode()
+    return text if len(data) <= 255 else data[:255].decode(errors="ignore")

@@ -1,0 +1,290 @@
+"""AMQP 0-9-1 frame codec: pamqp for the many rare methods, struct by hand for the hot path.
+
+Every message crosses Basic.Publish, a content header and body frames on the way in, and
+Basic.Deliver (or Get-Ok / Return) plus content frames on the way out; those are encoded and
+decoded here with precompiled structs, and the property section is never decoded or
+re-encoded. The output is byte-for-byte what `pamqp.frame.marshal` produces (the tests check).
+
+Decoders take a frame's payload (between the 7-byte frame header and the frame-end octet) and
+raise `AMQPError` for what the peer got wrong; encoders trust their caller (ValueError for
+strings that do not fit a shortstr).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, TypeVar
+
+from pamqp import base, commands, encode
+
+from gateway.wire.content import Content
+from gateway.wire.errors import not_implemented, syntax_error
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+
+FRAME_METHOD = 1
+FRAME_HEADER = 2
+FRAME_BODY = 3
+FRAME_HEARTBEAT = 8
+FRAME_END = 0xCE
+#: Frame header (type, channel, size) plus the frame-end octet.
+FRAME_OVERHEAD = 8
+#: The smallest frame_max a peer may negotiate (the spec's frame-min-size).
+FRAME_MIN_SIZE = 4096
+
+FRAME_HEADER_STRUCT = struct.Struct(">BHI")
+HEARTBEAT_FRAME = FRAME_HEADER_STRUCT.pack(FRAME_HEARTBEAT, 0, 0) + bytes((FRAME_END,))
+
+BASIC_CLASS = 60
+PUBLISH_INDEX = commands.Basic.Publish.index
+ACK_INDEX = commands.Basic.Ack.index
+
+_END = bytes((FRAME_END,))
+_pack_frame_header = FRAME_HEADER_STRUCT.pack
+# type, channel, size, class id, weight, body size: a content header frame up to its properties.
+_pack_content_header = struct.Struct(">BHIHHQ").pack
+_unpack_content_header = struct.Struct(">HHQ").unpack_from
+_unpack_index = struct.Struct(">I").unpack_from
+_pack_index = struct.Struct(">I").pack
+_unpack_ack = struct.Struct(">QB").unpack_from
+_pack_tag_bit = struct.Struct(">QB").pack
+_pack_code = struct.Struct(">H").pack
+_pack_count = struct.Struct(">I").pack
+# One-byte length prefixes, so a shortstr costs an index instead of a struct call.
+_LENGTH = [bytes((n,)) for n in range(256)]
+
+M = TypeVar("M", bound=base.Frame)
+
+_DELIVER = _pack_index(commands.Basic.Deliver.index)
+_GET_OK = _pack_index(commands.Basic.GetOk.index)
+_RETURN = _pack_index(commands.Basic.Return.index)
+
+
+def method_index(payload: bytes | bytearray) -> int:
+    """The (class id << 16 | method id) that starts a method frame's payload (pamqp's index)."""
+    if len(payload) < 4:
+        raise syntax_error("method frame too short to hold a class and method id")
+    index: int = _unpack_index(payload)[0]
+    return index
+
+
+def decode_method(payload: bytes | bytearray) -> base.Frame:
+    """Decode any method frame's payload with pamqp.
+
+    Error handling: an unknown class/method id is 540 NOT_IMPLEMENTED, the spec's code for
+    functionality the server lacks (RabbitMQ drops the connection without a Close instead,
+    which tells the client nothing). Any failure to decode the arguments is 502 SYNTAX_ERROR:
+    besides pamqp's own ValueError, its decoders let OverflowError (huge timestamps) and
+    RecursionError (deeply nested tables) escape, and bytes from the peer must never crash us.
+    """
+    index = method_index(payload)
+    method_class: type[base.Frame] | None = commands.INDEX_MAPPING.get(index)
+    if method_class is None:
+        class_id, method_id = index >> 16, index & 0xFFFF
+        error = not_implemented(f"unknown method {class_id}.{method_id}")
+        error.class_id, error.method_id = class_id, method_id
+        raise error
+    method = method_class.__new__(method_class)  # unmarshal sets every field; skip validation
+    try:
+        method.unmarshal(bytes(payload[4:]))
+    except Exception as exc:  # see the docstring: any failure here is the peer's
+        raise syntax_error(f"cannot decode {method_class.name}: {exc}", method) from exc
+    return method
+
+
+def decode_publish(payload: bytes | bytearray) -> tuple[str, str, bool, bool]:
+    """Basic.Publish's (exchange, routing key, mandatory, immediate); the ticket is ignored."""
+    try:
+        end = 7 + payload[6]
+        exchange = payload[7:end].decode()
+        start = end + 1
+        end = start + payload[end]
+        routing_key = payload[start:end].decode()
+        bits = payload[end]  # also proves neither string ran past the payload
+    except IndexError:
+        raise syntax_error("Basic.Publish is truncated", commands.Basic.Publish) from None
+    except UnicodeDecodeError:
+        raise syntax_error(
+            "Basic.Publish exchange or routing key is not valid UTF-8", commands.Basic.Publish
+        ) from None
+    return exchange, routing_key, bool(bits & 1), bool(bits & 2)
+
+
+def decode_ack(payload: bytes | bytearray) -> commands.Basic.Ack:
+    """Basic.Ack from a client (confirming deliveries), without pamqp's generic decoder."""
+    try:
+        delivery_tag, bits = _unpack_ack(payload, 4)
+    except struct.error:
+        raise syntax_error("Basic.Ack is truncated", commands.Basic.Ack) from None
+    ack = commands.Basic.Ack.__new__(commands.Basic.Ack)
+    ack.delivery_tag = delivery_tag
+    ack.multiple = bool(bits & 1)
+    return ack
+
+
+def decode_content_header(payload: bytes | bytearray) -> tuple[int, int, bytes]:
+    """A content header's (class id, body size, raw property section); weight is ignored."""
+    if len(payload) < 14:  # class, weight, body size, and at least one property-flags word
+        raise syntax_error("content header frame is truncated")
+    class_id, _weight, body_size = _unpack_content_header(payload)
+    return class_id, body_size, bytes(payload[12:])
+
+
+def make_method(method_class: type[M], **fields: Any) -> M:
+    """Build a pamqp method without its constructor's validation.
+
+    pamqp refuses names over 127 characters or outside ``[a-zA-Z0-9-_.:@#,/+ ]``; RabbitMQ
+    (and so we) accept any UTF-8 name up to 255 bytes, and must be able to echo it back, as
+    in ``make_method(commands.Queue.DeclareOk, queue=name, ...)``.
+    """
+    method = method_class()  # the defaults are valid
+    for name, value in fields.items():
+        if name not in method_class.__slots__:
+            raise TypeError(f"{method_class.name} has no field {name!r}")
+        setattr(method, name, value)
+    return method
+
+
+def encode_method(channel: int, method: base.Frame) -> bytes:
+    """A method frame. Unlike pamqp's marshal, skips pamqp's validation (a 127-character limit
+    and a character set on names) so the names RabbitMQ accepts can be echoed back."""
+    arguments = _encode_arguments(method)
+    return b"".join(
+        (
+            _pack_frame_header(FRAME_METHOD, channel, 4 + len(arguments)),
+            _pack_index(method.index),
+            arguments,
+            _END,
+        )
+    )
+
+
+def _encode_arguments(method: base.Frame) -> bytes:
+    """Encode fields in declaration order; runs of bit fields share octets, 8 per octet."""
+    parts: list[bytes] = []
+    bits = bit_count = 0
+    for name in method.__slots__:
+        kind = method.amqp_type(name)
+        value: Any = getattr(method, name)
+        if kind == "bit":
+            if bit_count == 8:
+                parts.append(_LENGTH[bits])
+                bits = bit_count = 0
+            if value:
+                bits |= 1 << bit_count
+            bit_count += 1
+            continue
+        if bit_count:
+            parts.append(_LENGTH[bits])
+            bits = bit_count = 0
+        parts.append(encode.by_type(value, kind))
+    if bit_count:
+        parts.append(_LENGTH[bits])
+    return b"".join(parts)
+
+
+def _shortstr(value: str) -> tuple[bytes, bytes]:
+    data = value.encode()
+    if len(data) > 255:
+        raise ValueError(f"{value[:40]!r}... is longer than a shortstr's 255 bytes")
+    return _LENGTH[len(data)], data
+
+
+def encode_deliver(
+    channel: int,
+    consumer_tag: str,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    content: Content,
+    frame_max: int,
+) -> bytes:
+    """Basic.Deliver and its content frames."""
+    return _with_content(
+        channel,
+        (
+            _DELIVER,
+            *_shortstr(consumer_tag),
+            _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
+            *_shortstr(exchange),
+            *_shortstr(routing_key),
+        ),
+        content,
+        frame_max,
+    )
+
+
+def encode_get_ok(
+    channel: int,
+    delivery_tag: int,
+    redelivered: bool,
+    exchange: str,
+    routing_key: str,
+    message_count: int,
+    content: Content,
+    frame_max: int,
+) -> bytes:
+    """Basic.Get-Ok and its content frames."""
+    return _with_content(
+        channel,
+        (
+            _GET_OK,
+            _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
+            *_shortstr(exchange),
+            *_shortstr(routing_key),
+            _pack_count(message_count),
+        ),
+        content,
+        frame_max,
+    )
+
+
+def encode_return(
+    channel: int,
+    reply_code: int,
+    reply_text: str,
+    exchange: str,
+    routing_key: str,
+    content: Content,
+    frame_max: int,
+) -> bytes:
+    """Basic.Return and its content frames."""
+    return _with_content(
+        channel,
+        (
+            _RETURN,
+            _pack_code(reply_code),
+            *_shortstr(reply_text),
+            *_shortstr(exchange),
+            *_shortstr(routing_key),
+        ),
+        content,
+        frame_max,
+    )
+
+
+def _with_content(channel: int, payload: tuple[bytes, ...], content: Content, frame_max: int) -> bytes:
+    """One bytes object: the method frame, the content header, and the body split at
+    frame_max - 8 (no body frame at all for an empty body, as pamqp and RabbitMQ do)."""
+    header = content.header
+    body = content.body
+    size = len(body)
+    parts: list[bytes | memoryview] = [
+        _pack_frame_header(FRAME_METHOD, channel, sum(map(len, payload))),
+        *payload,
+        _END,
+        _pack_content_header(FRAME_HEADER, channel, 12 + len(header), BASIC_CLASS, 0, size),
+        header,
+        _END,
+    ]
+    limit = frame_max - FRAME_OVERHEAD
+    if size <= limit:
+        if size:
+            parts += (_pack_frame_header(FRAME_BODY, channel, size), body, _END)
+    else:
+        view = memoryview(body)
+        for start in range(0, size, limit):
+            chunk = view[start : start + limit]
+            parts += (_pack_frame_header(FRAME_BODY, channel, len(chunk)), chunk, _END)
+    return b"".join(parts)

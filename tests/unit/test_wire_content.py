@@ -1,0 +1,46 @@
+"""Content: the fixes the wire layer relies on (truncation found on receipt, one exception type
+for undecodable publisher bytes, re-encoding what RabbitMQ accepts)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from pamqp import commands
+
+from gateway.wire import Content
+
+
+def test_truncated_fields_after_expiration_are_detected() -> None:
+    props = commands.Basic.Properties(expiration="10", message_id="m" * 20, app_id="app").marshal()
+    assert Content(props, b"").delivery_mode is None
+    with pytest.raises(ValueError):
+        Content(props[:-2], b"").delivery_mode  # noqa: B018
+    timestamp = struct.pack(">H", 1 << 6) + b"\x00" * 7  # one byte short
+    with pytest.raises(ValueError):
+        Content(timestamp, b"").delivery_mode  # noqa: B018
+
+
+def test_undecodable_headers_raise_value_error() -> None:
+    far_future = b"\x01t" + b"T" + struct.pack(">Q", 2**63)
+    header = struct.pack(">H", 1 << 13) + struct.pack(">I", len(far_future)) + far_future
+    content = Content(header, b"")
+    assert content.delivery_mode is None  # the scan itself only skips the table
+    with pytest.raises(ValueError):
+        content.headers  # noqa: B018
+    with pytest.raises(ValueError):
+        content.properties  # noqa: B018
+    nested = b""
+    for _ in range(3000):
+        nested = b"\x01k" + b"F" + struct.pack(">I", len(nested)) + nested
+    deep = Content(struct.pack(">H", 1 << 13) + struct.pack(">I", len(nested)) + nested, b"")
+    with pytest.raises(ValueError):
+        deep.headers  # noqa: B018
+
+
+def test_replace_keeps_values_pamqp_would_refuse() -> None:
+    header = struct.pack(">H", (1 << 12) | (1 << 2)) + b"\x07" + b"\x03abc"  # mode 7, cluster id
+    replaced = Content(header, b"body").replace(priority=4)
+    props = replaced.properties
+    assert (props.delivery_mode, props.priority, props.cluster_id) == (7, 4, "abc")
+    assert replaced.body == b"body"
