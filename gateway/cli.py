@@ -36,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", metavar="H", help="address to listen on (default: all interfaces, also written '*')")
     serve.add_argument("--port", type=int, metavar="P", help="AMQP port (default 5672)")
     storage = serve.add_mutually_exclusive_group()
-    storage.add_argument("--data-dir", type=Path, metavar="DIR", help="default ./var/<name>")
+    storage.add_argument("--data-dir", metavar="DIR", help="default ./var/<name>")
     storage.add_argument("--memory", action="store_true", default=None, help="keep everything in RAM")
     serve.add_argument("--name", metavar="NAME", help="node name (default: the host name)")
-    serve.add_argument("--users", type=Path, metavar="FILE", help="users file (default: guest/guest, loopback only)")
+    serve.add_argument("--users", metavar="FILE", help="users file (default: guest/guest, loopback only)")
     serve.add_argument(
         "--log-level", metavar="L", choices=["debug", "info", "warning", "error"], help="default info"
     )

@@ -402,10 +402,6 @@ class ConnectionHandler:
             event.channel, event.exchange, event.routing_key, event.mandatory, event.immediate, event.content
         )
 
-    def _on_ack(self, event: events.AckReceived) -> None:
-        assert self.session is not None
-        self.session.handle_ack(event.channel, event.delivery_tag, event.multiple)
-
     def _on_protocol_error(self, event: events.ProtocolErrorOccurred) -> None:
         error = event.error
         LOGGER.warning("%s: protocol error: %s", self.peer, error.reply_text)
@@ -480,5 +476,3 @@ _DISPATCH: dict[type, Callable[[ConnectionHandler, Any], None]] = {
     events.ConnectionCloseRequested: ConnectionHandler._on_peer_close,
     events.ConnectionClosed: ConnectionHandler._on_closed,
 }
-if hasattr(events, "AckReceived"):
-    _DISPATCH[events.AckReceived] = ConnectionHandler._on_ack
