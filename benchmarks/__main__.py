@@ -34,9 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         default=brokers.default_gateway_command(),
         help="amq-gateway executable (default: the one in this virtualenv)",
     )
-    run.add_argument(
-        "--out", type=Path, default=Path("docs/benchmarks.md"), help="Markdown report to write"
-    )
+    run.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"), help="Markdown report to write")
     args = parser.parse_args(argv)
     if args.messages < 1 or args.repeat < 1:
         parser.error("--messages and --repeat must be at least 1")

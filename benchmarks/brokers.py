@@ -113,9 +113,7 @@ def rabbitmq(workdir: Path) -> Iterator[RunningBroker]:
     CPU and memory that the gateway has no counterpart for).
     """
     if not rabbitmq_installed():
-        raise BrokerUnavailable(
-            "rabbitmq-server is not installed (apt-get install rabbitmq-server)"
-        )
+        raise BrokerUnavailable("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
     port, dist_port, epmd_port = spare_port(), spare_port(), spare_port()
     (workdir / "enabled_plugins").write_text("[].\n")
     (workdir / "rabbitmq-env.conf").write_text("")

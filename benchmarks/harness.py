@@ -30,7 +30,13 @@ from .load import (
     consumer_main,
     publisher_main,
 )
-from .procstats import cpu_seconds_between, cpu_ticks, peak_rss_mb, process_tree, reset_peak_rss
+from .procstats import (
+    cpu_seconds_between,
+    cpu_ticks,
+    peak_rss_mb,
+    process_tree,
+    reset_peak_rss,
+)
 from .scenarios import SCENARIOS, Scenario, declare, remove
 from .wire import AMQPClosed, Connection
 
@@ -45,9 +51,7 @@ class Settings:
     gateway_command: Path
 
 
-def _start(
-    name: str, workdir: Path, settings: Settings
-) -> AbstractContextManager[brokers.RunningBroker]:
+def _start(name: str, workdir: Path, settings: Settings) -> AbstractContextManager[brokers.RunningBroker]:
     if name == "rabbitmq":
         return brokers.rabbitmq(workdir)
     return brokers.gateway(workdir, settings.gateway_command)
@@ -80,9 +84,7 @@ def _end(process: BaseProcess) -> None:
     process.join()
 
 
-def run_once(
-    broker: brokers.RunningBroker, s: Scenario, messages: int, timeout: float
-) -> dict[str, Any]:
+def run_once(broker: brokers.RunningBroker, s: Scenario, messages: int, timeout: float) -> dict[str, Any]:
     """One publisher/consumer run; the broker's CPU and peak RSS are read around it."""
     ctx = multiprocessing.get_context("fork")
     work = Workload(
@@ -186,11 +188,7 @@ def run_broker(name: str, settings: Settings) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     cpuinfo = Path("/proc/cpuinfo").read_text()
     model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in cpuinfo.splitlines()
-            if line.startswith("model name")
-        ),
+        (line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
         platform.processor(),
     )
     return {

@@ -82,9 +82,7 @@ def _tool_row(results: dict[str, Any], s: Scenario) -> list[str]:
     if r is None:
         return [s.title, C_CLIENT_ANCHOR.get(s.key, "—"), "—", "—"]
     ours = (
-        f"p50 {r['p50_ms']:.2f} ms / p99 {r['p99_ms']:.2f} ms"
-        if s.rate
-        else (f"{r['msg_per_s']:,.0f} msg/s")
+        f"p50 {r['p50_ms']:.2f} ms / p99 {r['p99_ms']:.2f} ms" if s.rate else (f"{r['msg_per_s']:,.0f} msg/s")
     )
     cpu = f"{r['publisher_cpu_s']:.2f} + {r['consumer_cpu_s']:.2f} in {r['elapsed_s']:.2f}"
     return [s.title, C_CLIENT_ANCHOR.get(s.key, "—"), ours, cpu]
@@ -97,9 +95,7 @@ def render(results: dict[str, Any]) -> str:
         rmq, gw = (_result(results, b, s.key) for b in ("rabbitmq", "gateway"))
         for broker, r in (("rabbitmq", rmq), ("gateway", gw)):
             ratio = _ratio(gw, rmq, "msg_per_s") if broker == "gateway" else ""
-            rows.append(
-                [s.title, NAMES[broker], *_cells(results["brokers"][broker], r, s.key), ratio]
-            )
+            rows.append([s.title, NAMES[broker], *_cells(results["brokers"][broker], r, s.key), ratio])
         ratio_rows.append(
             [
                 s.title,
@@ -118,9 +114,7 @@ def render(results: dict[str, Any]) -> str:
         if s.key in TARGETS:
             got = _ratio(gw, rmq, "msg_per_s")
             verdict = "—" if got == "—" else ("met" if float(got) >= TARGETS[s.key] else "NOT met")
-            targets.append(
-                f"- {s.title}: gateway / RabbitMQ msg/s ≥ {TARGETS[s.key]}: {got} ({verdict})"
-            )
+            targets.append(f"- {s.title}: gateway / RabbitMQ msg/s ≥ {TARGETS[s.key]}: {got} ({verdict})")
     tool_rows = [_tool_row(results, s) for s in SCENARIOS]
     lines = [
         "# Benchmarks: amq-gateway and RabbitMQ on the same machine",

@@ -157,9 +157,7 @@ class Connection:
         """Close politely so the broker has handled every frame we sent before we go."""
         try:
             self.sock.settimeout(timeout)
-            bye = commands.Connection.Close(
-                reply_code=200, reply_text="bye", class_id=0, method_id=0
-            )
+            bye = commands.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0)
             self.send(bye, channel=0)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:

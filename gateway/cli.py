@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run one broker node until SIGINT/SIGTERM")
     serve.add_argument("--config", type=Path, metavar="FILE", help="TOML node config")
-    serve.add_argument("--host", metavar="H", help="address to listen on (default: all interfaces, also written '*')")
+    serve.add_argument(
+        "--host", metavar="H", help="address to listen on (default: all interfaces, also written '*')"
+    )
     serve.add_argument("--port", type=int, metavar="P", help="AMQP port (default 5672)")
     storage = serve.add_mutually_exclusive_group()
     storage.add_argument("--data-dir", metavar="DIR", help="default ./var/<name>")
@@ -47,11 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     passwd = commands.add_parser("passwd", help="add a user to a users file, or change a password")
     passwd.add_argument("users_file", type=Path, metavar="FILE")
     passwd.add_argument("username", metavar="USER")
+    passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     passwd.add_argument(
-        "--password-stdin", action="store_true", help="read the password from standard input"
-    )
-    passwd.add_argument(
-        "--vhost", action="append", dest="vhosts", metavar="VHOST",
+        "--vhost",
+        action="append",
+        dest="vhosts",
+        metavar="VHOST",
         help="vhost the user may open (repeatable; default: all)",
     )
     return parser

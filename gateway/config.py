@@ -268,7 +268,8 @@ class NodeConfig:
         """
         # memory=False is argparse's store_true default, not a request to leave memory mode.
         given = {
-            key: value for key, value in flags.items()
+            key: value
+            for key, value in flags.items()
             if value is not None and not (key == "memory" and value is False)
         }
         checks = _checks(Path.cwd())

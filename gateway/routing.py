@@ -198,7 +198,12 @@ class TopicMatcher(_Matcher):
         return found
 
 
-_X_MATCH_MODES = {"all": (True, False), "any": (False, False), "all-with-x": (True, True), "any-with-x": (False, True)}
+_X_MATCH_MODES = {
+    "all": (True, False),
+    "any": (False, False),
+    "all-with-x": (True, True),
+    "any-with-x": (False, True),
+}
 
 
 class HeadersMatcher(_Matcher):
@@ -213,7 +218,9 @@ class HeadersMatcher(_Matcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._rules: dict[tuple[str, Hashable, Hashable], tuple[bool, tuple[tuple[str, Any], ...], Hashable]] = {}
+        self._rules: dict[
+            tuple[str, Hashable, Hashable], tuple[bool, tuple[tuple[str, Any], ...], Hashable]
+        ] = {}
 
     def bind(self, key: str, arguments: Arguments, destination: Hashable) -> bool:
         _parse_x_match(arguments or {})
@@ -263,7 +270,9 @@ def _parse_x_match(arguments: Mapping[str, Any]) -> tuple[bool, bool]:
     if isinstance(mode, bytes):
         mode = mode.decode("utf-8", "replace")
     if not isinstance(mode, str) or mode not in _X_MATCH_MODES:
-        raise ValueError(f"Invalid x-match field value {mode!r}; expected all, any, all-with-x, or any-with-x")
+        raise ValueError(
+            f"Invalid x-match field value {mode!r}; expected all, any, all-with-x, or any-with-x"
+        )
     return _X_MATCH_MODES[mode]
 
 

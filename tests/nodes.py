@@ -70,8 +70,18 @@ def start_node(
     log_path = workdir / f"{name}-{time.monotonic_ns()}.log"
     storage = ["--data-dir", str(data_dir)] if data_dir else ["--memory"]
     args = [
-        sys.executable, "-m", "gateway.cli", "serve",
-        "--host", "127.0.0.1", "--port", str(port), "--name", name, *storage, *extra,
+        sys.executable,
+        "-m",
+        "gateway.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--name",
+        name,
+        *storage,
+        *extra,
     ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))

@@ -61,7 +61,7 @@ class RawClient:
                 try:
                     if not self.sock.recv(65536):
                         return True
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 except ConnectionResetError:
                     return True
@@ -69,7 +69,9 @@ class RawClient:
         finally:
             self.sock.settimeout(READ_TIMEOUT)
 
-    def handshake(self, heartbeat: int = 0, vhost: str = "/", frame_max: int = 131072) -> commands.Connection.Tune:
+    def handshake(
+        self, heartbeat: int = 0, vhost: str = "/", frame_max: int = 131072
+    ) -> commands.Connection.Tune:
         self.send(PROTOCOL_HEADER)
         _, start = self.read_frame()
         assert isinstance(start, commands.Connection.Start)
@@ -97,7 +99,9 @@ class RawClient:
         self.send_frame(method, channel)
         return self.read_frame()[1]
 
-    def publish_raw_properties(self, channel: int, exchange: str, key: str, properties: bytes, body: bytes) -> None:
+    def publish_raw_properties(
+        self, channel: int, exchange: str, key: str, properties: bytes, body: bytes
+    ) -> None:
         """Publish with a content header whose property section is given verbatim."""
         self.send_frame(commands.Basic.Publish(exchange=exchange, routing_key=key), channel)
         payload = struct.pack(">HHQ", 60, 0, len(body)) + properties
@@ -118,4 +122,3 @@ class RawClient:
             _, part = self.read_frame()
             body += part.value
         return method, properties, body
-

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from gateway.broker.arguments import parse_queue_arguments
 from gateway.broker.message import Message, expiration_deadline
@@ -13,56 +13,12 @@ from gateway.broker.outbox import Outbox
 from gateway.broker.session import Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
-from gateway.wire.content import Content
+from gateway.store.records import Snapshot
 from gateway.wire.errors import not_allowed
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
     from gateway.broker.queue import Queue
-
-
-class ExchangeRecord(Protocol):
-    vhost: str
-    name: str
-    type: str
-    auto_delete: bool
-    internal: bool
-    arguments: dict[str, Any]
-
-
-class QueueRecord(Protocol):
-    vhost: str
-    name: str
-    auto_delete: bool
-    arguments: dict[str, Any]
-
-
-class BindingRecord(Protocol):
-    vhost: str
-    source: str
-    destination_kind: str
-    destination: str
-    routing_key: str
-    arguments: dict[str, Any]
-
-
-class MessageRecord(Protocol):
-    message_id: int
-    exchange: str
-    routing_key: str
-    content: Content
-    redelivered: bool
-
-
-class Snapshot(Protocol):
-    """What gateway.store's load() returns: durable state at start-up."""
-
-    vhosts: Iterable[str]
-    exchanges: Iterable[ExchangeRecord]
-    queues: Iterable[QueueRecord]
-    bindings: Iterable[BindingRecord]
-    messages: dict[tuple[str, str], list[MessageRecord]]
-    next_message_id: int
 
 
 class Broker:
@@ -116,10 +72,8 @@ class Broker:
 
     def recover(self, snapshot: Snapshot) -> None:
         """Rebuild durable vhosts, exchanges, queues, bindings and messages from the store."""
-        for record in snapshot.vhosts:
-            name = getattr(record, "name", record)
-            if name not in self.vhosts:
-                self.vhosts[name] = VHost(self, name)
+        for name in snapshot.vhosts:
+            self.add_vhost_silently(name)
         for record in snapshot.exchanges:
             vhost = self.add_vhost_silently(record.vhost)
             if record.name not in vhost.exchanges:

@@ -30,7 +30,9 @@ class Consumer:
         "held_bytes",
     )
 
-    def __init__(self, tag: str, channel: Channel, queue: Queue, no_ack: bool, exclusive: bool, no_local: bool) -> None:
+    def __init__(
+        self, tag: str, channel: Channel, queue: Queue, no_ack: bool, exclusive: bool, no_local: bool
+    ) -> None:
         self.tag = tag
         self.channel = channel
         self.queue = queue

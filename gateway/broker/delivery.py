@@ -10,7 +10,12 @@ from pamqp import commands
 from gateway.broker.channel import Consumer, Transaction
 from gateway.broker.confirms import Confirms
 from gateway.broker.names import describe, generated_consumer_tag
-from gateway.wire.errors import access_refused, not_allowed, not_implemented, precondition_failed
+from gateway.wire.errors import (
+    access_refused,
+    not_allowed,
+    not_implemented,
+    precondition_failed,
+)
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
@@ -64,7 +69,13 @@ def basic_get(session: Session, channel: Channel, method: commands.Basic.Get) ->
         channel.unacked[tag] = entry
     message = entry.message
     session.outbox.send_get_ok(
-        channel.number, tag, entry.redelivered, message.exchange, message.routing_key, len(queue.ready), message.content
+        channel.number,
+        tag,
+        entry.redelivered,
+        message.exchange,
+        message.routing_key,
+        len(queue.ready),
+        message.content,
     )
 
 

@@ -79,7 +79,9 @@ def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
             queue = vhost.queues.get(routing_key)
             destinations = (queue,) if queue is not None else ()
         else:
-            destinations = exchange.matcher.match(routing_key, content.headers if exchange.uses_headers else None)
+            destinations = exchange.matcher.match(
+                routing_key, content.headers if exchange.uses_headers else None
+            )
         if not destinations and exchange.alternate is not None:
             alternate = vhost.exchanges.get(exchange.alternate)
             destinations = (alternate,) if alternate is not None else ()

@@ -43,7 +43,9 @@ class Message:
 class Entry:
     __slots__ = ("message", "queue", "seq", "redelivered", "expires_at", "consumer")
 
-    def __init__(self, message: Message, queue: Queue, seq: int, redelivered: bool, expires_at: float | None) -> None:
+    def __init__(
+        self, message: Message, queue: Queue, seq: int, redelivered: bool, expires_at: float | None
+    ) -> None:
         self.message = message
         self.queue = queue
         #: Position in the queue, so requeued entries go back where they were.

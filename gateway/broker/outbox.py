@@ -43,7 +43,13 @@ class Outbox(Protocol):
     ) -> None: ...
 
     def send_return(
-        self, channel: int, reply_code: int, reply_text: str, exchange: str, routing_key: str, content: Content
+        self,
+        channel: int,
+        reply_code: int,
+        reply_text: str,
+        exchange: str,
+        routing_key: str,
+        content: Content,
     ) -> None: ...
 
     def close_channel(self, channel: int, error: AMQPError) -> None: ...

@@ -176,7 +176,9 @@ class Queue:
         for _ in range(len(consumers)):
             consumer = consumers[0]
             consumers.rotate(-1)
-            if consumer.can_take(size) and not (consumer.no_local and consumer.session_id == entry.message.origin):
+            if consumer.can_take(size) and not (
+                consumer.no_local and consumer.session_id == entry.message.origin
+            ):
                 return consumer
         return None
 

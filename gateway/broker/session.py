@@ -133,7 +133,9 @@ class Session:
             try:
                 expiration_deadline(content, 0.0)
             except ValueError as exc:
-                raise precondition_failed(f"invalid expiration '{content.expiration}': {exc}", PUBLISH) from None
+                raise precondition_failed(
+                    f"invalid expiration '{content.expiration}': {exc}", PUBLISH
+                ) from None
         if channel.tx is not None:
             channel.tx.publishes.append((exchange, routing_key, mandatory, content))
             return
@@ -159,11 +161,15 @@ class Session:
         if channel is None:
             raise channel_error(f"expected 'channel.open' on channel {number}")
         if multiple or channel.tx is not None:
-            channel.settle(None, channel.take(delivery_tag, multiple, commands.Basic.Ack(delivery_tag, multiple)))
+            channel.settle(
+                None, channel.take(delivery_tag, multiple, commands.Basic.Ack(delivery_tag, multiple))
+            )
             return
         entry = channel.unacked.pop(delivery_tag, None)
         if entry is None:
-            raise precondition_failed(f"unknown delivery tag {delivery_tag}", commands.Basic.Ack(delivery_tag))
+            raise precondition_failed(
+                f"unknown delivery tag {delivery_tag}", commands.Basic.Ack(delivery_tag)
+            )
         channel.release(entry)
         queue = entry.queue
         queue.settle(entry)
@@ -204,7 +210,8 @@ class Session:
 
     def locked(self, queue: Queue, method: Any) -> AMQPError:
         return resource_locked(
-            f"cannot obtain exclusive access to locked {describe('queue', queue.name, self.vhost.name)}", method
+            f"cannot obtain exclusive access to locked {describe('queue', queue.name, self.vhost.name)}",
+            method,
         )
 
     # -- lifecycle --------------------------------------------------------------------------

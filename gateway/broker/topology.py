@@ -49,9 +49,13 @@ def exchange_declare(session: Session, channel: Channel, method: commands.Exchan
         existing = vhost.exchanges.get(name)
         if existing is None:
             if name.startswith(RESERVED_PREFIX):
-                raise access_refused(f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'", method)
+                raise access_refused(
+                    f"exchange name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'", method
+                )
             check_exchange_arguments(arguments, description)
-            vhost.create_exchange(name, exchange_type, method.durable, method.auto_delete, method.internal, arguments)
+            vhost.create_exchange(
+                name, exchange_type, method.durable, method.auto_delete, method.internal, arguments
+            )
         else:
             for field, received, current in (
                 ("type", exchange_type, existing.type),
@@ -71,7 +75,9 @@ def exchange_delete(session: Session, channel: Channel, method: commands.Exchang
     name = method.exchange
     _not_default(name, method)
     if name.startswith(RESERVED_PREFIX):
-        raise access_refused(f"deletion of system {describe('exchange', name, vhost.name)} not allowed", method)
+        raise access_refused(
+            f"deletion of system {describe('exchange', name, vhost.name)} not allowed", method
+        )
     exchange = vhost.exchanges.get(name)
     if exchange is not None:
         if method.if_unused and len(exchange.matcher):

@@ -32,11 +32,15 @@ class VHost:
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         for exchange_name, exchange_type in STANDARD_EXCHANGES:
-            self.exchanges[exchange_name] = Exchange(self, exchange_name, exchange_type, True, False, False, {})
+            self.exchanges[exchange_name] = Exchange(
+                self, exchange_name, exchange_type, True, False, False, {}
+            )
 
     # -- publishing -------------------------------------------------------------------------
 
-    def publish(self, exchange: Exchange, routing_key: str, content: Content, origin: int) -> tuple[int, bool, bool]:
+    def publish(
+        self, exchange: Exchange, routing_key: str, content: Content, origin: int
+    ) -> tuple[int, bool, bool]:
         """Route a message and enqueue it: (queues reached, refused by one, written to store)."""
         broker = self.broker
         expires_at = None if content.expiration is None else expiration_deadline(content, broker.clock())
@@ -118,7 +122,12 @@ class VHost:
     # -- bindings ---------------------------------------------------------------------------
 
     def bind(
-        self, source: Exchange, destination: Destination, key: str, arguments: dict[str, Any], persist: bool = True
+        self,
+        source: Exchange,
+        destination: Destination,
+        key: str,
+        arguments: dict[str, Any],
+        persist: bool = True,
     ) -> None:
         """Add a binding (ValueError for headers arguments the matcher refuses)."""
         if not source.matcher.bind(key, arguments, destination):
@@ -132,7 +141,12 @@ class VHost:
         self._remove_binding(source, destination, key, arguments)
 
     def _remove_binding(
-        self, source: Exchange, destination: Destination, key: str, arguments: dict[str, Any], auto_delete: bool = True
+        self,
+        source: Exchange,
+        destination: Destination,
+        key: str,
+        arguments: dict[str, Any],
+        auto_delete: bool = True,
     ) -> None:
         if not source.matcher.unbind(key, arguments, destination):
             return

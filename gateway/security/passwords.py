@@ -94,8 +94,13 @@ def _memory(n: int, r: int, p: int) -> int:
 
 def _scrypt(password: str, salt: bytes, n: int, r: int, p: int, length: int) -> bytes:
     return hashlib.scrypt(
-        password.encode("utf-8"), salt=salt, n=n, r=r, p=p,
-        maxmem=_memory(n, r, p), dklen=length,
+        password.encode("utf-8"),
+        salt=salt,
+        n=n,
+        r=r,
+        p=p,
+        maxmem=_memory(n, r, p),
+        dklen=length,
     )
 
 

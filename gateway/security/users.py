@@ -258,9 +258,7 @@ def _write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
-def set_password(
-    path: Path | str, username: str, password: str, vhosts: Iterable[str] | None = None
-) -> bool:
+def set_password(path: Path | str, username: str, password: str, vhosts: Iterable[str] | None = None) -> bool:
     """Add a user or change one's password (and vhosts, if given); True when added.
 
     A new user without vhosts may use every vhost. Other users, and this user's tags, are
@@ -285,9 +283,7 @@ def set_password(
     return old is None
 
 
-def run_passwd(
-    users_file: Path, username: str, password: str | None, vhosts: list[str] | None
-) -> int:
+def run_passwd(users_file: Path, username: str, password: str | None, vhosts: list[str] | None) -> int:
     """`amq-gateway passwd FILE USER`: prompt twice unless given a password; exit code."""
     if password is None:
         try:

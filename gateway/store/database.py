@@ -44,12 +44,9 @@ _MessageRow = tuple[int, str, str, bytes, bytes]
 _INSERT_MESSAGE = "INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?, ?)"
 _INSERT_ENTRY = "INSERT OR REPLACE INTO queue_messages VALUES (?, ?, ?, ?, ?)"
 _DELETE_ENTRY = "DELETE FROM queue_messages WHERE message_id = ? AND vhost = ? AND queue = ?"
-_MARK_DELIVERED = (
-    "UPDATE queue_messages SET delivered = 1 WHERE message_id = ? AND vhost = ? AND queue = ?"
-)
+_MARK_DELIVERED = "UPDATE queue_messages SET delivered = 1 WHERE message_id = ? AND vhost = ? AND queue = ?"
 _DELETE_UNREFERENCED = (
-    "DELETE FROM messages WHERE id = ?1"
-    " AND NOT EXISTS (SELECT 1 FROM queue_messages WHERE message_id = ?1)"
+    "DELETE FROM messages WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM queue_messages WHERE message_id = ?1)"
 )
 # Run before the queue's entries go: drops the messages that only this queue references.
 _DELETE_QUEUE_ONLY_MESSAGES = (
@@ -177,9 +174,7 @@ class Store:
             ),
         ]
 
-    def put_queue(
-        self, vhost: str, name: str, auto_delete: bool, arguments: dict[str, Any]
-    ) -> None:
+    def put_queue(self, vhost: str, name: str, auto_delete: bool, arguments: dict[str, Any]) -> None:
         row = (vhost, name, auto_delete, dump_table(arguments))
         self._batch.ops.append(("INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?)", row))
 
@@ -192,10 +187,7 @@ class Store:
             ("DELETE FROM queue_messages WHERE vhost = ? AND queue = ?", key),
             ("DELETE FROM queues WHERE vhost = ? AND name = ?", key),
             (
-                (
-                    "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue'"
-                    " AND destination = ?"
-                ),
+                ("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"),
                 key,
             ),
         ]
@@ -322,9 +314,7 @@ class Store:
             delivered = batch.delivered
             if enqueued:
                 live = {key[0] for key in enqueued}
-                db.executemany(
-                    _INSERT_MESSAGE, [row for i, row in batch.contents.items() if i in live]
-                )
+                db.executemany(_INSERT_MESSAGE, [row for i, row in batch.contents.items() if i in live])
                 db.executemany(
                     _INSERT_ENTRY,
                     [(*key, seq, key in delivered) for key, seq in enqueued.items()],
@@ -365,15 +355,12 @@ class Store:
         bindings = [
             BindingRecord(vhost, source, kind, destination, key, load_table(args))
             for vhost, source, kind, destination, key, args in db.execute(
-                "SELECT vhost, source, destination_kind, destination, routing_key, arguments"
-                " FROM bindings"
+                "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
             )
         ]
         shared: dict[int, Content] = {}
         messages: dict[tuple[str, str], list[MessageRecord]] = {}
-        for vhost, queue, message_id, delivered, exchange, key, header, body in db.execute(
-            _LOAD_MESSAGES
-        ):
+        for vhost, queue, message_id, delivered, exchange, key, header, body in db.execute(_LOAD_MESSAGES):
             content = shared.get(message_id)
             if content is None:
                 content = shared[message_id] = Content(header, body)
@@ -392,8 +379,6 @@ def _binding_row(
     arguments: dict[str, Any],
 ) -> tuple[str, str, str, str, str, bytes]:
     if destination_kind not in ("queue", "exchange"):
-        raise ValueError(
-            f"destination_kind must be 'queue' or 'exchange', not {destination_kind!r}"
-        )
+        raise ValueError(f"destination_kind must be 'queue' or 'exchange', not {destination_kind!r}")
     args = dump_table(canonical(arguments))
     return (vhost, source, destination_kind, destination, routing_key, args)

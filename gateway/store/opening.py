@@ -79,9 +79,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, int]:
         seq = db.execute("SELECT coalesce(max(seq), 0) FROM queue_messages").fetchone()[0]
     except sqlite3.Error as exc:
         db.close()
-        raise StoreError(
-            f"cannot open the store {path} (damaged or not a database?): {exc}"
-        ) from exc
+        raise StoreError(f"cannot open the store {path} (damaged or not a database?): {exc}") from exc
     except BaseException:
         db.close()
         raise

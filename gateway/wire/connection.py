@@ -115,7 +115,9 @@ class Negotiated:
 def default_server_properties() -> dict[str, Any]:
     """What Connection.Start announces when the caller gives nothing: RabbitMQ's shape, so
     clients enable the extensions we implement (and leave direct reply-to alone)."""
-    from gateway import __version__  # late: gateway/__init__ may one day import from wire
+    from gateway import (
+        __version__,  # late: gateway/__init__ may one day import from wire
+    )
 
     return {
         "product": "amq-gateway",
@@ -253,8 +255,7 @@ class ServerConnection:
         if size > self._frame_max - frames.FRAME_OVERHEAD:
             raise _PeerError(
                 frame_error(
-                    f"frame of {size} bytes on channel {channel} exceeds frame_max "
-                    f"{self._frame_max} minus 8"
+                    f"frame of {size} bytes on channel {channel} exceeds frame_max {self._frame_max} minus 8"
                 ),
                 desync=True,
             )
@@ -388,9 +389,7 @@ class ServerConnection:
         if self.state is not ConnectionState.OPEN:
             raise _PeerError(channel_error(f"channel {channel} used before the connection is open"))
         if channel > self._channel_max:
-            raise _PeerError(
-                channel_error(f"channel {channel} is above channel_max {self._channel_max}")
-            )
+            raise _PeerError(channel_error(f"channel {channel} is above channel_max {self._channel_max}"))
         return self._channels.get(channel)
 
     def _on_channel_method(self, channel: int, payload: bytearray) -> NextEvent | None:
@@ -406,9 +405,7 @@ class ServerConnection:
             return None
         if state in IGNORING_STATES and commands.INDEX_MAPPING.get(index) not in CHANNEL_INCOMING[state]:
             return None
-        method = (
-            frames.decode_ack(payload) if index == frames.ACK_INDEX else frames.decode_method(payload)
-        )
+        method = frames.decode_ack(payload) if index == frames.ACK_INDEX else frames.decode_method(payload)
         kind = type(method)
         next_state = CHANNEL_INCOMING[state].get(kind)
         if next_state is None:

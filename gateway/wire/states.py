@@ -175,12 +175,8 @@ def connection_refusal(state: ConnectionState, method: base.Frame) -> AMQPError:
     if kind in NOT_IMPLEMENTED_METHODS:
         return not_implemented(f"{method.name} is not supported", method)
     if _class_id(method) != commands.Connection.frame_id:
-        return channel_error(
-            f"{method.name} on channel 0, which carries only connection methods", method
-        )
-    return command_invalid(
-        f"{method.name} is not expected in connection state {state.value.lower()}", method
-    )
+        return channel_error(f"{method.name} on channel 0, which carries only connection methods", method)
+    return command_invalid(f"{method.name} is not expected in connection state {state.value.lower()}", method)
 
 
 def channel_refusal(channel: int, state: ChannelState, method: base.Frame) -> AMQPError:
@@ -213,6 +209,4 @@ def content_refusal(channel: int, state: ChannelState, kind: type) -> AMQPError:
         expected = "a content header"
     else:
         expected = "a content body"
-    return unexpected_frame(
-        f"expected {expected} on channel {channel}, got {got}", commands.Basic.Publish
-    )
+    return unexpected_frame(f"expected {expected} on channel {channel}, got {got}", commands.Basic.Publish)

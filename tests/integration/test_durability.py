@@ -29,9 +29,7 @@ def publish_until_broken(node: NodeProcess, confirmed: list[int], stop: threadin
         n = 0
         while not stop.is_set():
             n += 1
-            channel.basic_publish(
-                "durable-ex", "key", str(n).encode(), pika.BasicProperties(delivery_mode=2)
-            )
+            channel.basic_publish("durable-ex", "key", str(n).encode(), pika.BasicProperties(delivery_mode=2))
             confirmed.append(n)
     except (pika.exceptions.AMQPError, OSError):
         return

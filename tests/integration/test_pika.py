@@ -61,7 +61,7 @@ def test_server_properties_announce_capabilities(connection) -> None:
 def test_publish_and_get_round_trip_every_property(channel) -> None:
     queue = unique("props")
     channel.queue_declare(queue)
-    stamp = datetime.datetime(2026, 11, 21, 12, 30, 15, tzinfo=datetime.timezone.utc)
+    stamp = datetime.datetime(2026, 11, 21, 12, 30, 15, tzinfo=datetime.UTC)
     headers = {
         "string": "text",
         "long-string": "x" * 1000,
@@ -95,8 +95,18 @@ def test_publish_and_get_round_trip_every_property(channel) -> None:
     assert body == b"\x00binary\xffbody"
     assert method.routing_key == queue and method.exchange == "" and not method.redelivered
     for name in (
-        "content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
-        "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
+        "content_type",
+        "content_encoding",
+        "delivery_mode",
+        "priority",
+        "correlation_id",
+        "reply_to",
+        "expiration",
+        "message_id",
+        "timestamp",
+        "type",
+        "user_id",
+        "app_id",
     ):
         assert getattr(received, name) == getattr(sent, name), name
     got = received.headers
@@ -405,9 +415,7 @@ def test_dead_letter_routing_key(channel) -> None:
     dead = unique("dead-rk")
     channel.queue_declare(dead)
     source = unique("src-rk")
-    channel.queue_declare(
-        source, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead}
-    )
+    channel.queue_declare(source, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead})
     channel.basic_publish("", source, b"to-default")
     method, _, _ = channel.basic_get(source)
     channel.basic_nack(method.delivery_tag, requeue=False)
@@ -468,9 +476,14 @@ def test_declaring_amq_prefixed_exchange_is_refused(connection) -> None:
 
 def test_ootb_exchanges_exist(channel) -> None:
     for name, kind in (
-        ("amq.direct", "direct"), ("amq.fanout", "fanout"), ("amq.topic", "topic"),
-        ("amq.headers", "headers"), ("amq.match", "headers"), ("amq.service", "direct"),
-        ("amq.data", "topic"), ("amq.dataex", "headers"),
+        ("amq.direct", "direct"),
+        ("amq.fanout", "fanout"),
+        ("amq.topic", "topic"),
+        ("amq.headers", "headers"),
+        ("amq.match", "headers"),
+        ("amq.service", "direct"),
+        ("amq.data", "topic"),
+        ("amq.dataex", "headers"),
     ):
         channel.exchange_declare(name, kind, passive=True)
 
@@ -485,7 +498,7 @@ def test_unknown_vhost_is_530(shared_node) -> None:
     # pika reports any close before Open-Ok as a probable access denial; the code is inside.
     with pytest.raises(pika.exceptions.ProbableAccessDeniedError) as refused:
         pika.BlockingConnection(pika.URLParameters(shared_node.url(vhost="nowhere")))
-    assert "(530) \"NOT_ALLOWED - " in str(refused.value)
+    assert '(530) "NOT_ALLOWED - ' in str(refused.value)
 
 
 def test_consumer_round_robin_and_no_ack(connection, channel) -> None:

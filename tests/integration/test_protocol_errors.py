@@ -129,7 +129,9 @@ def test_body_without_header_is_unexpected_frame(shared_node, client) -> None:
 def test_server_method_from_client_is_command_invalid(shared_node, client) -> None:
     client.handshake()
     client.open_channel()
-    client.send_frame(commands.Basic.Deliver(consumer_tag="x", delivery_tag=1, exchange="", routing_key="k"), 1)
+    client.send_frame(
+        commands.Basic.Deliver(consumer_tag="x", delivery_tag=1, exchange="", routing_key="k"), 1
+    )
     expect_connection_close(client, 503)
 
 
@@ -154,9 +156,7 @@ def test_properties_round_trip_byte_exact(shared_node, client) -> None:
     entries = b"\x01nl" + struct.pack(">q", 1) + b"\x01xx" + struct.pack(">I", 3) + b"abc"
     table = struct.pack(">I", len(entries)) + entries
     flags = (1 << 15) | (1 << 13) | (1 << 12) | (1 << 7)
-    custom_header = (
-        struct.pack(">H", flags) + b"\x0atext/plain" + table + b"\x01" + b"\xc8" + b"m" * 200
-    )
+    custom_header = struct.pack(">H", flags) + b"\x0atext/plain" + table + b"\x01" + b"\xc8" + b"m" * 200
     client.publish_raw_properties(1, "", queue, custom_header, b"payload")
     client.send_frame(commands.Basic.Get(queue=queue, no_ack=True), 1)
     method, received, body = client.read_message()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pamqp import commands
@@ -61,11 +61,19 @@ class FakeOutbox:
     def send_method(self, channel: int, method: Any) -> None:
         self.sent.append((channel, method))
 
-    def send_deliver(self, channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content) -> None:
-        self.sent.append(Delivery(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content))
+    def send_deliver(
+        self, channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content
+    ) -> None:
+        self.sent.append(
+            Delivery(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content)
+        )
 
-    def send_get_ok(self, channel, delivery_tag, redelivered, exchange, routing_key, message_count, content) -> None:
-        self.sent.append(GetOk(channel, delivery_tag, redelivered, exchange, routing_key, message_count, content))
+    def send_get_ok(
+        self, channel, delivery_tag, redelivered, exchange, routing_key, message_count, content
+    ) -> None:
+        self.sent.append(
+            GetOk(channel, delivery_tag, redelivered, exchange, routing_key, message_count, content)
+        )
 
     def send_return(self, channel, reply_code, reply_text, exchange, routing_key, content) -> None:
         self.sent.append(Returned(channel, reply_code, reply_text, exchange, routing_key, content))
@@ -143,7 +151,9 @@ def content(body: bytes = b"hello", **properties: Any) -> Content:
 class Client:
     """A session with one open channel and shortcuts for the common methods."""
 
-    def __init__(self, broker: Broker, channel: int = 1, cancel_notify: bool = True, vhost: str = "/") -> None:
+    def __init__(
+        self, broker: Broker, channel: int = 1, cancel_notify: bool = True, vhost: str = "/"
+    ) -> None:
         self.broker = broker
         self.outbox = FakeOutbox(cancel_notify)
         self.session: Session = broker.connect(self.outbox, "guest", vhost, {})
@@ -163,13 +173,17 @@ class Client:
         return self.call(commands.Exchange.Declare(exchange=name, exchange_type=kind, **kwargs))
 
     def bind(self, queue: str, exchange: str, key: str = "", arguments: dict | None = None) -> Any:
-        return self.call(commands.Queue.Bind(queue=queue, exchange=exchange, routing_key=key, arguments=arguments))
+        return self.call(
+            commands.Queue.Bind(queue=queue, exchange=exchange, routing_key=key, arguments=arguments)
+        )
 
     def consume(self, queue: str = "q", tag: str = "", **kwargs: Any) -> str:
         reply = self.call(commands.Basic.Consume(queue=queue, consumer_tag=tag, **kwargs))
         return reply.consumer_tag if reply is not None else tag
 
-    def publish(self, exchange: str, key: str, body: bytes = b"m", mandatory: bool = False, **properties: Any) -> None:
+    def publish(
+        self, exchange: str, key: str, body: bytes = b"m", mandatory: bool = False, **properties: Any
+    ) -> None:
         self.session.handle_publish(self.ch, exchange, key, mandatory, False, content(body, **properties))
 
     def get(self, queue: str = "q", no_ack: bool = False) -> Any:
@@ -182,13 +196,3 @@ class Client:
 
     def bodies(self) -> list[bytes]:
         return [d.body for d in self.outbox.deliveries()]
-
-
-@dataclass
-class Snapshot:
-    vhosts: list[str] = field(default_factory=list)
-    exchanges: list[Any] = field(default_factory=list)
-    queues: list[Any] = field(default_factory=list)
-    bindings: list[Any] = field(default_factory=list)
-    messages: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
-    next_message_id: int = 1

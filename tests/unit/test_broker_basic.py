@@ -146,7 +146,14 @@ def test_get_and_get_empty_with_message_count():
     publish_n(c, 3)
     got = c.get("q")
     assert isinstance(got, GetOk)
-    assert (got.delivery_tag, got.redelivered, got.exchange, got.routing_key, got.message_count, got.body) == (
+    assert (
+        got.delivery_tag,
+        got.redelivered,
+        got.exchange,
+        got.routing_key,
+        got.message_count,
+        got.body,
+    ) == (
         1,
         False,
         "",
@@ -211,7 +218,10 @@ def test_unknown_delivery_tag_is_406_channel_error(act):
     c = setup("q")
     with pytest.raises(AMQPError) as info:
         act(c)
-    assert (info.value.reply_code, info.value.reply_text) == (406, "PRECONDITION_FAILED - unknown delivery tag 7")
+    assert (info.value.reply_code, info.value.reply_text) == (
+        406,
+        "PRECONDITION_FAILED - unknown delivery tag 7",
+    )
     assert not info.value.connection_level
     assert info.value.class_id == 60
 

@@ -134,11 +134,17 @@ def test_closed_channel_forgets_pending_confirms():
 def test_tx_and_confirm_are_exclusive():
     c = confirming(Broker())
     e = error(c, commands.Tx.Select())
-    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - cannot switch from confirm to tx mode")
+    assert (e.reply_code, e.reply_text) == (
+        406,
+        "PRECONDITION_FAILED - cannot switch from confirm to tx mode",
+    )
     c = Client(c.broker)
     c.call(commands.Tx.Select())
     e = error(c, commands.Confirm.Select())
-    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - cannot switch from tx to confirm mode")
+    assert (e.reply_code, e.reply_text) == (
+        406,
+        "PRECONDITION_FAILED - cannot switch from tx to confirm mode",
+    )
 
 
 def test_commit_or_rollback_without_select_is_406():

@@ -1,12 +1,13 @@
-from dataclasses import dataclass
-from typing import Any
-
 from pamqp import commands
 
 from gateway.broker import Broker
-from gateway.wire.content import Content
+from gateway.store.records import BindingRecord as B
+from gateway.store.records import ExchangeRecord as X
+from gateway.store.records import MessageRecord as M
+from gateway.store.records import QueueRecord as Q
+from gateway.store.records import Snapshot
 
-from .broker_fakes import Client, FakeClock, FakeStore, Snapshot, content
+from .broker_fakes import Client, FakeClock, FakeStore, content
 
 
 def stored(broker=None, clock=None):
@@ -47,7 +48,10 @@ def test_deletes_reach_the_store():
     c.bind("dq", "dx", "k2")
     c.call(commands.Exchange.Delete(exchange="dx"))
     c.call(commands.Queue.Delete(queue="dq"))
-    assert store.named("delete_binding") == [("/", "dx", "queue", "dq", "k", {}), ("/", "dx", "queue", "dq", "k2", {})]
+    assert store.named("delete_binding") == [
+        ("/", "dx", "queue", "dq", "k", {}),
+        ("/", "dx", "queue", "dq", "k2", {}),
+    ]
     assert store.named("delete_exchange") == [("/", "dx")]
     assert store.named("delete_queue") == [("/", "dq")]
 
@@ -107,43 +111,6 @@ def test_message_ids_are_unique_and_shared_across_queues():
     assert ids[0] == ids[1] != ids[2] == ids[3]
 
 
-@dataclass
-class X:
-    vhost: str
-    name: str
-    type: str
-    auto_delete: bool
-    internal: bool
-    arguments: dict[str, Any]
-
-
-@dataclass
-class Q:
-    vhost: str
-    name: str
-    auto_delete: bool
-    arguments: dict[str, Any]
-
-
-@dataclass
-class B:
-    vhost: str
-    source: str
-    destination_kind: str
-    destination: str
-    routing_key: str
-    arguments: dict[str, Any]
-
-
-@dataclass
-class M:
-    message_id: int
-    exchange: str
-    routing_key: str
-    content: Content
-    redelivered: bool
-
-
 def test_recover_rebuilds_state_without_writing_it_again():
     shared = content(b"both", delivery_mode=2)
     snapshot = Snapshot(
@@ -156,7 +123,10 @@ def test_recover_rebuilds_state_without_writing_it_again():
             B("/", "dx", "queue", "gone", "k", {}),
         ],
         messages={
-            ("/", "a"): [M(7, "dx", "x.y", shared, True), M(9, "", "a", content(b"second", delivery_mode=2), False)],
+            ("/", "a"): [
+                M(7, "dx", "x.y", shared, True),
+                M(9, "", "a", content(b"second", delivery_mode=2), False),
+            ],
             ("/", "b"): [M(7, "dx", "x.y", shared, False)],
         },
         next_message_id=12,
@@ -181,7 +151,9 @@ def test_recover_rebuilds_state_without_writing_it_again():
 
 
 def test_recovered_ids_never_reused_even_if_next_id_is_stale():
-    snapshot = Snapshot(queues=[Q("/", "a", False, {})], messages={("/", "a"): [M(40, "", "a", content(b"x"), False)]})
+    snapshot = Snapshot(
+        queues=[Q("/", "a", False, {})], messages={("/", "a"): [M(40, "", "a", content(b"x"), False)]}
+    )
     store = FakeStore()
     broker = Broker(store=store)
     broker.recover(snapshot)
@@ -193,7 +165,9 @@ def test_recovered_ids_never_reused_even_if_next_id_is_stale():
 def test_dead_lettered_persistent_message_is_stored_in_target():
     store, broker, c = stored()
     c.declare("dead", durable=True)
-    c.declare("work", durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"})
+    c.declare(
+        "work", durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}
+    )
     c.publish("", "work", b"m", delivery_mode=2)
     got = c.get("work")
     c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))

@@ -79,7 +79,10 @@ def test_declare_reserved_and_default_names_refused():
         "ACCESS_REFUSED - exchange name 'amq.foo' contains reserved prefix 'amq.*'",
     )
     e = error(client(c.broker), commands.Exchange.Declare(exchange=""))
-    assert (e.reply_code, e.reply_text) == (403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+    assert (e.reply_code, e.reply_text) == (
+        403,
+        "ACCESS_REFUSED - operation not permitted on the default exchange",
+    )
 
 
 def test_redeclare_standard_exchange_with_same_properties_is_ok():
@@ -169,7 +172,10 @@ def test_default_exchange_routes_by_queue_name_and_cannot_be_bound():
     c.publish("", "other", b"2")
     assert c.bodies() == [b"1"]
     e = error(c, commands.Queue.Bind(queue="q", exchange="", routing_key="q"))
-    assert (e.reply_code, e.reply_text) == (403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+    assert (e.reply_code, e.reply_text) == (
+        403,
+        "ACCESS_REFUSED - operation not permitted on the default exchange",
+    )
     c = client(c.broker)
     e = error(c, commands.Queue.Unbind(queue="q", exchange="", routing_key="q"))
     assert e.reply_code == 403
@@ -203,7 +209,11 @@ def test_topic_fanout_headers_exchanges_route():
     c.publish("amq.headers", "", b"headers", headers={"k": "v"})
     c.publish("amq.headers", "", b"no", headers={"k": "w"})
     got = {(d.consumer_tag, d.body, d.exchange) for d in c.outbox.deliveries()}
-    assert got == {("ct", b"topic", "amq.topic"), ("cf", b"fanout", "amq.fanout"), ("ch", b"headers", "amq.headers")}
+    assert got == {
+        ("ct", b"topic", "amq.topic"),
+        ("cf", b"fanout", "amq.fanout"),
+        ("ch", b"headers", "amq.headers"),
+    }
 
 
 def test_bad_headers_binding_is_406():
@@ -219,10 +229,12 @@ def test_unbind_stops_routing_and_is_idempotent():
     c.declare("q")
     c.bind("q", "amq.direct", "k")
     assert isinstance(
-        c.call(commands.Queue.Unbind(queue="q", exchange="amq.direct", routing_key="k")), commands.Queue.UnbindOk
+        c.call(commands.Queue.Unbind(queue="q", exchange="amq.direct", routing_key="k")),
+        commands.Queue.UnbindOk,
     )
     assert isinstance(
-        c.call(commands.Queue.Unbind(queue="q", exchange="amq.direct", routing_key="k")), commands.Queue.UnbindOk
+        c.call(commands.Queue.Unbind(queue="q", exchange="amq.direct", routing_key="k")),
+        commands.Queue.UnbindOk,
     )
     c.consume("q")
     c.publish("amq.direct", "k")
@@ -265,7 +277,10 @@ def test_publish_to_unknown_exchange_is_404_channel_error():
     c = client()
     with pytest.raises(AMQPError) as info:
         c.publish("nope", "k")
-    assert (info.value.reply_code, info.value.reply_text) == (404, "NOT_FOUND - no exchange 'nope' in vhost '/'")
+    assert (info.value.reply_code, info.value.reply_text) == (
+        404,
+        "NOT_FOUND - no exchange 'nope' in vhost '/'",
+    )
     assert not info.value.connection_level
 
 
@@ -293,7 +308,9 @@ def test_exchange_unbind_and_404s():
     c.declare("q")
     c.bind("q", "b")
     c.call(commands.Exchange.Bind(destination="b", source="a"))
-    assert isinstance(c.call(commands.Exchange.Unbind(destination="b", source="a")), commands.Exchange.UnbindOk)
+    assert isinstance(
+        c.call(commands.Exchange.Unbind(destination="b", source="a")), commands.Exchange.UnbindOk
+    )
     c.consume("q")
     c.publish("a", "k")
     assert c.bodies() == []

@@ -45,7 +45,10 @@ def test_empty_name_means_last_declared_queue():
 
 def test_reserved_prefix_refused():
     e = error(Client(Broker()), commands.Queue.Declare(queue="amq.q"))
-    assert (e.reply_code, e.reply_text) == (403, "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'")
+    assert (e.reply_code, e.reply_text) == (
+        403,
+        "ACCESS_REFUSED - queue name 'amq.q' contains reserved prefix 'amq.*'",
+    )
 
 
 def test_passive_declare():
@@ -425,7 +428,9 @@ def test_dead_letter_cycle_without_rejection_is_dropped():
     clock = FakeClock()
     broker = Broker(clock=clock)
     c = Client(broker)
-    c.declare("q", arguments={"x-message-ttl": 10, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"})
+    c.declare(
+        "q", arguments={"x-message-ttl": 10, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"}
+    )
     c.publish("", "q", b"x")
     clock.advance(1)
     broker.tick()
@@ -459,7 +464,12 @@ def test_tick_reports_deadlines_of_messages_dead_lettered_while_expiring():
     c = Client(broker)
     c.declare("second", arguments={"x-message-ttl": 5000})
     c.declare(
-        "first", arguments={"x-message-ttl": 1000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "second"}
+        "first",
+        arguments={
+            "x-message-ttl": 1000,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "second",
+        },
     )
     c.publish("", "first", b"x")
     clock.advance(1)

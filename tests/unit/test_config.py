@@ -27,8 +27,16 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("socket.gethostname", lambda: "rabbit1.example.com")
     config = NodeConfig()
     assert config == NodeConfig(
-        name="rabbit1", host=None, port=5672, data_dir=None, memory=False, users_file=None,
-        log_level="info", heartbeat=60, frame_max=131072, channel_max=2047,
+        name="rabbit1",
+        host=None,
+        port=5672,
+        data_dir=None,
+        memory=False,
+        users_file=None,
+        log_level="info",
+        heartbeat=60,
+        frame_max=131072,
+        channel_max=2047,
     )
     assert config.store_dir == Path("var/rabbit1")
     assert NodeConfig(name="n", memory=True).store_dir is None
@@ -58,9 +66,16 @@ channel_max = 64
 """,
     )
     assert load_node_config(path) == NodeConfig(
-        name="edge-1", host="127.0.0.1", port=5673, data_dir=tmp_path / "data/edge",
-        memory=False, users_file=Path("/etc/amq/users.toml"), log_level="debug",
-        heartbeat=0, frame_max=4096, channel_max=64,
+        name="edge-1",
+        host="127.0.0.1",
+        port=5673,
+        data_dir=tmp_path / "data/edge",
+        memory=False,
+        users_file=Path("/etc/amq/users.toml"),
+        log_level="debug",
+        heartbeat=0,
+        frame_max=4096,
+        channel_max=64,
     )
 
 
@@ -94,30 +109,38 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[node]\nname = "n"\nport = "abc"\n',
-         "3: node.port: expected an integer 0-65535, got 'abc'"),
+        ('[node]\nname = "n"\nport = "abc"\n', "3: node.port: expected an integer 0-65535, got 'abc'"),
         ("[node]\nport = true\n", "2: node.port: expected an integer 0-65535, got true"),
         ("[node]\nport = 5672.0\n", "2: node.port: expected an integer 0-65535, got 5672.0"),
-        ("[node]\nframe_max = 4095\n",
-         "2: node.frame_max: expected an integer 4096-4294967295, got 4095"),
+        ("[node]\nframe_max = 4095\n", "2: node.frame_max: expected an integer 4096-4294967295, got 4095"),
         ("[node]\nheartbeat = -1\n", "2: node.heartbeat: expected an integer 0-65535, got -1"),
         ("[node]\nchannel_max = 0\n", "2: node.channel_max: expected an integer 1-65535, got 0"),
-        ('[node]\nlog_level = "trace"\n',
-         "2: node.log_level: expected one of debug, info, warning, error, got 'trace'"),
+        (
+            '[node]\nlog_level = "trace"\n',
+            "2: node.log_level: expected one of debug, info, warning, error, got 'trace'",
+        ),
         ('[node]\nmemory = "yes"\n', "2: node.memory: expected true or false, got 'yes'"),
-        ("[node]\nname = \"a/b\"\n",
-         "2: node.name: expected a node name of letters, digits, '.', '_', '-' or '@', got 'a/b'"),
-        ('[node]\nhost = ""\n',
-         "2: node.host: expected a host name or address, or '*' for all interfaces, got ''"),
-        ("[node]\ndata_dir = [\"a\"]\n", "2: node.data_dir: expected a path, got an array"),
+        (
+            '[node]\nname = "a/b"\n',
+            "2: node.name: expected a node name of letters, digits, '.', '_', '-' or '@', got 'a/b'",
+        ),
+        (
+            '[node]\nhost = ""\n',
+            "2: node.host: expected a host name or address, or '*' for all interfaces, got ''",
+        ),
+        ('[node]\ndata_dir = ["a"]\n', "2: node.data_dir: expected a path, got an array"),
         ('[node]\nusers = ""\n', "2: node.users: expected a path, got ''"),
-        ("[node]\nport = 1\nprot = 2\n",
-         "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
-         "log_level, heartbeat, frame_max, channel_max)"),
+        (
+            "[node]\nport = 1\nprot = 2\n",
+            "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
+            "log_level, heartbeat, frame_max, channel_max)",
+        ),
         ("[node]\nport = 1\n\n[federation]\n", "4: federation: unknown section (known: node)"),
         ("node = 5\n", "1: node: expected a table, got 5"),
-        ('[node]\ndata_dir = "d"\nmemory = true\n',
-         "3: node.memory: true conflicts with node.data_dir; keep only one"),
+        (
+            '[node]\ndata_dir = "d"\nmemory = true\n',
+            "3: node.memory: true conflicts with node.data_dir; keep only one",
+        ),
     ],
 )
 def test_file_errors(tmp_path: Path, text: str, message: str) -> None:
@@ -136,7 +159,7 @@ def test_unreadable_files(tmp_path: Path) -> None:
     missing = tmp_path / "missing.toml"
     assert load_error(missing) == f"{missing}: cannot read: No such file or directory"
     binary = tmp_path / "binary.toml"
-    binary.write_bytes(b"[node]\nname = \"\xff\"\n")
+    binary.write_bytes(b'[node]\nname = "\xff"\n')
     assert load_error(binary) == f"{binary}: not UTF-8 text (byte 15)"
 
 
@@ -153,12 +176,21 @@ BASE = NodeConfig(name="base", port=5672, data_dir=Path("/srv/base"), users_file
 
 def test_flags_override_and_none_means_not_given() -> None:
     config = BASE.with_overrides(
-        host="127.0.0.1", port="0", name="other", data_dir=None, memory=None, users=None,
+        host="127.0.0.1",
+        port="0",
+        name="other",
+        data_dir=None,
+        memory=None,
+        users=None,
         log_level="warning",
     )
     assert config == NodeConfig(
-        name="other", host="127.0.0.1", port=0, data_dir=Path("/srv/base"),
-        users_file=Path("/u"), log_level="warning",
+        name="other",
+        host="127.0.0.1",
+        port=0,
+        data_dir=Path("/srv/base"),
+        users_file=Path("/u"),
+        log_level="warning",
     )
     assert BASE.with_overrides() == BASE
     assert BASE.with_overrides(port=5999, heartbeat="5").port == 5999
@@ -199,10 +231,8 @@ def test_host_star_means_all_interfaces() -> None:
         ({"port": "abc"}, "--port: expected an integer 0-65535, got 'abc'"),
         ({"port": "70000"}, "--port: expected an integer 0-65535, got 70000"),
         ({"frame_max": "100"}, "--frame-max: expected an integer 4096-4294967295, got 100"),
-        ({"log_level": "loud"},
-         "--log-level: expected one of debug, info, warning, error, got 'loud'"),
-        ({"name": "a b"},
-         "--name: expected a node name of letters, digits, '.', '_', '-' or '@', got 'a b'"),
+        ({"log_level": "loud"}, "--log-level: expected one of debug, info, warning, error, got 'loud'"),
+        ({"name": "a b"}, "--name: expected a node name of letters, digits, '.', '_', '-' or '@', got 'a b'"),
         ({"data_dir": ""}, "--data-dir: expected a path, got ''"),
         ({"data_dir": "d", "memory": True}, "--data-dir and --memory cannot be used together"),
     ],
@@ -226,6 +256,16 @@ def test_example_config_loads_and_documents_every_key() -> None:
     config = load_node_config(example)
     assert config.port == 5672 and config.host is None
     text = example.read_text()
-    for key in ("name", "host", "port", "data_dir", "memory", "users", "log_level",
-                "heartbeat", "frame_max", "channel_max"):
+    for key in (
+        "name",
+        "host",
+        "port",
+        "data_dir",
+        "memory",
+        "users",
+        "log_level",
+        "heartbeat",
+        "frame_max",
+        "channel_max",
+    ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.security.passwords import MAX_MEMORY, PasswordHash, VerifiedCache, hash_password
+from gateway.security.passwords import (
+    MAX_MEMORY,
+    PasswordHash,
+    VerifiedCache,
+    hash_password,
+)
 
 HASHED = hash_password("s3cret")
 

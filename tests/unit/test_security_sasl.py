@@ -13,8 +13,13 @@ from aiormq.auth import PlainAuth
 from pamqp import encode
 from yarl import URL
 
-from gateway.security import AuthenticationFailed, User, UsersDB, authenticate, set_password
-
+from gateway.security import (
+    AuthenticationFailed,
+    User,
+    UsersDB,
+    authenticate,
+    set_password,
+)
 
 MALFORMED_PLAIN = "malformed PLAIN response (expected authzid NUL user NUL password)"
 
@@ -108,9 +113,7 @@ def test_guest_refused_from_elsewhere(default_db: UsersDB, host: str) -> None:
     assert error.reply_code == 403
     assert error.reply_text == refused("PLAIN") == str(error)
     assert error.reason == "user 'guest' can only connect via localhost"
-    error = authenticate_error(
-        default_db, "AMQPLAIN", amqp.sasl.AMQPLAIN("guest", "guest").start(None), host
-    )
+    error = authenticate_error(default_db, "AMQPLAIN", amqp.sasl.AMQPLAIN("guest", "guest").start(None), host)
     assert error.reply_text == refused("AMQPLAIN")
     assert error.reason == "user 'guest' can only connect via localhost"
 
@@ -160,19 +163,24 @@ def amqplain(fields: dict) -> bytes:
 @pytest.mark.parametrize(
     ("response", "reason"),
     [
-        (amqplain({"LOGIN": "alice", "PASSWORD": "nope"}),
-         "user 'alice' - invalid credentials (wrong password)"),
+        (
+            amqplain({"LOGIN": "alice", "PASSWORD": "nope"}),
+            "user 'alice' - invalid credentials (wrong password)",
+        ),
         (amqplain({"LOGIN": "alice"}), "AMQPLAIN response has no PASSWORD string"),
         (amqplain({"PASSWORD": "x"}), "AMQPLAIN response has no LOGIN string"),
         (amqplain({"LOGIN": 5, "PASSWORD": "x"}), "AMQPLAIN response has no LOGIN string"),
         (amqplain({"LOGIN": "", "PASSWORD": "x"}), "AMQPLAIN response has an empty LOGIN"),
-        (field(b"LOGIN", b"S", b"\xff") + field(b"PASSWORD", b"S", b"x"),
-         "AMQPLAIN LOGIN is not UTF-8"),
-        (field(b"LOGIN", b"S", b"alice") + field(b"PASSWORD", b"x", b"\xff"),
-         "AMQPLAIN PASSWORD is not UTF-8"),
+        (field(b"LOGIN", b"S", b"\xff") + field(b"PASSWORD", b"S", b"x"), "AMQPLAIN LOGIN is not UTF-8"),
+        (
+            field(b"LOGIN", b"S", b"alice") + field(b"PASSWORD", b"x", b"\xff"),
+            "AMQPLAIN PASSWORD is not UTF-8",
+        ),
         (b"\0alice\0wonder land", "malformed AMQPLAIN response (not a field table)"),
-        (amqplain({"LOGIN": "alice", "PASSWORD": "wonder land"})[:20],  # cut in a key
-         "malformed AMQPLAIN response (not a field table)"),
+        (
+            amqplain({"LOGIN": "alice", "PASSWORD": "wonder land"})[:20],  # cut in a key
+            "malformed AMQPLAIN response (not a field table)",
+        ),
         (b"", "AMQPLAIN response has no LOGIN string"),
     ],
 )

@@ -110,8 +110,7 @@ def test_plain_text_password_is_refused_without_echoing_it(tmp_path: Path) -> No
 def test_malformed_hash(tmp_path: Path) -> None:
     path = write(tmp_path, '[users.alice]\npassword = "scrypt$n=3,r=8,p=1$AAAA$AAAA"\n')
     assert load_error(path) == (
-        f"{path}:2: users.alice.password: malformed password hash: "
-        "unusable scrypt parameters n=3, r=8, p=1"
+        f"{path}:2: users.alice.password: malformed password hash: unusable scrypt parameters n=3, r=8, p=1"
     )
 
 
@@ -132,20 +131,16 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 def test_wrong_types(tmp_path: Path) -> None:
     path = write(tmp_path, f'[users.alice]\npassword = "{ALICE_HASH}"\nvhosts = "/"\n')
     assert load_error(path) == (
-        f'{path}:3: users.alice.vhosts: expected an array of non-empty strings, got \'/\''
+        f"{path}:3: users.alice.vhosts: expected an array of non-empty strings, got '/'"
     )
     path = write(tmp_path, f'[users.alice]\npassword = "{ALICE_HASH}"\ntags = [1]\n')
     assert load_error(path) == (
         f"{path}:3: users.alice.tags: expected an array of non-empty strings, got an array"
     )
     path = write(tmp_path, "[users.alice]\npassword = 12\n")
-    assert load_error(path) == (
-        f"{path}:2: users.alice.password: expected a password hash string, got 12"
-    )
+    assert load_error(path) == (f"{path}:2: users.alice.password: expected a password hash string, got 12")
     path = write(tmp_path, f'[users.guest]\npassword = "{ALICE_HASH}"\nloopback_only = "no"\n')
-    assert load_error(path) == (
-        f"{path}:3: users.guest.loopback_only: expected true or false, got 'no'"
-    )
+    assert load_error(path) == (f"{path}:3: users.guest.loopback_only: expected true or false, got 'no'")
     path = write(tmp_path, 'users = "alice"\n')
     assert load_error(path) == f"{path}:1: users: expected a table of users, got 'alice'"
     path = write(tmp_path, "[users]\nalice = 1\n")
@@ -165,9 +160,7 @@ def test_bad_user_name(tmp_path: Path) -> None:
 
 
 def test_inline_tables_point_at_their_line(tmp_path: Path) -> None:
-    path = write(
-        tmp_path, f'[users]\nbob = {{ password = "{ALICE_HASH}" }}\nalice = {{ tags = 3 }}\n'
-    )
+    path = write(tmp_path, f'[users]\nbob = {{ password = "{ALICE_HASH}" }}\nalice = {{ tags = 3 }}\n')
     assert load_error(path) == f"{path}:3: users.alice: missing key 'password'"
 
 
@@ -199,9 +192,7 @@ def test_unknown_users_still_cost_a_hash(monkeypatch: pytest.MonkeyPatch) -> Non
     decoy = users_module._decoy()
     monkeypatch.setattr(users_module, "_decoy", lambda: decoy)
     original = type(decoy).verify
-    monkeypatch.setattr(
-        type(decoy), "verify", lambda self, pw: checked.append(pw) or original(self, pw)
-    )
+    monkeypatch.setattr(type(decoy), "verify", lambda self, pw: checked.append(pw) or original(self, pw))
     assert not UsersDB.default().verify("mallory", "pw")
     assert checked == ["pw"]
 
@@ -210,9 +201,7 @@ def test_successful_checks_are_cached(monkeypatch: pytest.MonkeyPatch, tmp_path:
     db = UsersDB.load(write(tmp_path, f'[users.alice]\npassword = "{ALICE_HASH}"\n'))
     assert db.verify("alice", "alice-pw")
     calls: list[str] = []
-    monkeypatch.setattr(
-        "gateway.security.passwords.PasswordHash.verify", lambda self, pw: calls.append(pw)
-    )
+    monkeypatch.setattr("gateway.security.passwords.PasswordHash.verify", lambda self, pw: calls.append(pw))
     assert db.verify("alice", "alice-pw")  # from the cache: no hashing
     assert calls == []
     assert not db.verify("alice", "wrong")  # failures are never cached
@@ -340,13 +329,10 @@ def test_run_passwd_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     broken = write(tmp_path, "[users\n")
     assert run_passwd(broken, "alice", "pw", None) == 1
     assert capsys.readouterr().err == (
-        f"amq-gateway passwd: {broken}:1:7: invalid TOML: "
-        "Expected ']' at the end of a table declaration\n"
+        f"amq-gateway passwd: {broken}:1:7: invalid TOML: Expected ']' at the end of a table declaration\n"
     )
     missing_dir = tmp_path / "no" / "users.toml"
     assert run_passwd(missing_dir, "alice", "pw", None) == 1
-    assert capsys.readouterr().err == (
-        f"amq-gateway passwd: {missing_dir}: No such file or directory\n"
-    )
+    assert capsys.readouterr().err == (f"amq-gateway passwd: {missing_dir}: No such file or directory\n")
     assert run_passwd(tmp_path / "u.toml", "alice", "", None) == 1
     assert capsys.readouterr().err == "amq-gateway passwd: the password must not be empty\n"

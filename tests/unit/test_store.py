@@ -39,9 +39,7 @@ def content(n: int) -> Content:
 
 def add(store: Store, message_id: int, *queues: str) -> None:
     for queue in queues or ("q",):
-        store.add_message(
-            "/", queue, message_id, "amq.direct", f"key.{message_id}", content(message_id)
-        )
+        store.add_message("/", queue, message_id, "amq.direct", f"key.{message_id}", content(message_id))
 
 
 def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
@@ -101,9 +99,7 @@ async def test_topology_round_trips_with_nasty_field_tables(store: Store) -> Non
         assert queues["q2"] == QueueRecord("ünï", "q2", True, {"x-max-length": 10})
         assert_identical(queues["q"].arguments, NASTY)
         bindings = {b.destination_kind: b for b in snapshot.bindings}
-        assert bindings["exchange"] == BindingRecord(
-            "/", "ex", "exchange", "int", "", {"x-match": "any"}
-        )
+        assert bindings["exchange"] == BindingRecord("/", "ex", "exchange", "int", "", {"x-match": "any"})
         assert bindings["queue"].routing_key == "a.#"
         assert bindings["queue"].arguments == NASTY
     finally:
@@ -189,9 +185,7 @@ async def test_messages_round_trip_in_enqueue_order(store: Store) -> None:
             False,
         )
         assert first.content.header == content(5).header and first.content.body == b"body-5"
-        assert first.content.persistent and first.content.headers == {
-            "nested": {"list": [1, "two"]}
-        }
+        assert first.content.persistent and first.content.headers == {"nested": {"list": [1, "two"]}}
         assert snapshot.next_message_id == 10
     finally:
         store.close()

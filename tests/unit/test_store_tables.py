@@ -23,7 +23,7 @@ def assert_identical(actual: Any, expected: Any) -> None:
             assert_identical(actual[key], expected[key])
     elif isinstance(expected, list):
         assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
+        for a, e in zip(actual, expected, strict=True):
             assert_identical(a, e)
     elif isinstance(expected, float) and math.isnan(expected):
         assert math.isnan(actual)
@@ -68,9 +68,7 @@ NASTY: dict[str, Any] = {
     "decimals": [decimal.Decimal("3.140"), decimal.Decimal("-0"), decimal.Decimal("1E+5")],
     "times": [
         datetime.datetime(2024, 2, 29, 23, 59, 59, 999999),
-        datetime.datetime(
-            1970, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-3, minutes=-30))
-        ),
+        datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-3, minutes=-30))),
     ],
     "bytes": b"\x00\xff" * 300,
     "bytearray": bytearray(b"raw"),
@@ -103,9 +101,7 @@ def test_non_string_key_is_refused() -> None:
         dump_table({1: "v"})  # type: ignore[dict-item]
 
 
-@pytest.mark.parametrize(
-    "data", [b"", b"\x00\x00\x00\x01", dump_table(NASTY)[:-3], b"\x00" * 4 + b"!"]
-)
+@pytest.mark.parametrize("data", [b"", b"\x00\x00\x00\x01", dump_table(NASTY)[:-3], b"\x00" * 4 + b"!"])
 def test_malformed_bytes_raise_value_error(data: bytes) -> None:
     with pytest.raises(ValueError):
         load_table(data)

@@ -228,9 +228,7 @@ def test_login_response_keeps_exact_bytes(response: bytes) -> None:
     assert event.response == response
 
 
-@pytest.mark.parametrize(
-    "bad", [b"AMQP\x00\x00\x09\x00", b"AMQP\x01\x01\x00\x09", b"GET / HTTP/1.1\r\n"]
-)
+@pytest.mark.parametrize("bad", [b"AMQP\x00\x00\x09\x00", b"AMQP\x01\x01\x00\x09", b"GET / HTTP/1.1\r\n"])
 def test_wrong_protocol_header_gets_ours_and_ends(bad: bytes) -> None:
     conn = ServerConnection()
     events = feed(conn, bad)
@@ -410,11 +408,7 @@ def test_long_unicode_names_are_accepted() -> None:
     conn = opened()
     name = "ü" * 127  # 254 bytes: RabbitMQ accepts it, pamqp's validation would not
     payload = (
-        struct.pack(">HHH", 50, 10, 0)
-        + bytes([len(name.encode())])
-        + name.encode()
-        + b"\x00"
-        + b"\x00" * 4
+        struct.pack(">HHH", 50, 10, 0) + bytes([len(name.encode())]) + name.encode() + b"\x00" + b"\x00" * 4
     )
     [event] = feed(conn, raw_frame(1, 1, payload))
     assert isinstance(event, MethodReceived) and event.method.queue == name
@@ -654,8 +648,7 @@ def test_frame_max_after_tune_ok_is_the_negotiated_one() -> None:
         (publish(1, b"xy")[:-10] + m(body.ContentBody(b"xyz"), 1), 505),  # body too big
         (publish(1, b"xy")[:-10] + m(header.ContentHeader(0, 2), 1), 505),  # second header
         (
-            m(commands.Basic.Publish(0, "", "q"), 1)
-            + raw_frame(2, 1, struct.pack(">HHQH", 50, 0, 1, 0)),
+            m(commands.Basic.Publish(0, "", "q"), 1) + raw_frame(2, 1, struct.pack(">HHQH", 50, 0, 1, 0)),
             505,
         ),
         (m(commands.Basic.Publish(0, "", "q"), 1) + raw_frame(2, 1, struct.pack(">HHQ", 60, 0, 1)), 502),
@@ -688,9 +681,7 @@ def test_syntax_errors_pamqp_lets_escape_become_502() -> None:
     arguments = struct.pack(">H", 0) + b"\x01q" + b"\x00" + struct.pack(">I", len(nested)) + nested
     deep = raw_frame(1, 1, struct.pack(">HH", 50, 10) + arguments)
     far_future = b"\x01t" + b"T" + struct.pack(">Q", 2**63)
-    timestamp = (
-        struct.pack(">H", 0) + b"\x01q" + b"\x00" + struct.pack(">I", len(far_future)) + far_future
-    )
+    timestamp = struct.pack(">H", 0) + b"\x01q" + b"\x00" + struct.pack(">I", len(far_future)) + far_future
     for data in (deep, raw_frame(1, 1, struct.pack(">HH", 50, 10) + timestamp)):
         conn = opened(frame_max=131072)
         assert_closed_with(conn, feed(conn, data), 502, ids=(50, 10))
@@ -842,9 +833,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
             buf[position:position] = rng.randbytes(rng.randint(1, 8))
         elif len(buf) > 7:  # keep the frame well-formed, garble the payload only
             payload = rng.randbytes(rng.randint(0, 40))
-            buf = bytearray(
-                buf[:3] + struct.pack(">I", 4 + len(payload)) + buf[7:11] + payload + b"\xce"
-            )
+            buf = bytearray(buf[:3] + struct.pack(">I", 4 + len(payload)) + buf[7:11] + payload + b"\xce")
     return bytes(buf)
 
 

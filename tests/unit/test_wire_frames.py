@@ -36,15 +36,12 @@ PROPERTIES = commands.Basic.Properties(
 )
 
 
-def pamqp_content(
-    channel: int, props: commands.Basic.Properties, payload: bytes, frame_max: int
-) -> bytes:
+def pamqp_content(channel: int, props: commands.Basic.Properties, payload: bytes, frame_max: int) -> bytes:
     """What pamqp produces for a content header and the body split at frame_max - 8."""
     parts = [frame.marshal(header.ContentHeader(0, len(payload), props), channel)]
     step = frame_max - 8
     parts += [
-        frame.marshal(body.ContentBody(payload[i : i + step]), channel)
-        for i in range(0, len(payload), step)
+        frame.marshal(body.ContentBody(payload[i : i + step]), channel) for i in range(0, len(payload), step)
     ]
     return b"".join(parts)
 
