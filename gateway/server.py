@@ -43,7 +43,6 @@ RECEIVE_SIZE = 256 * 1024
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
 SHUTDOWN_GRACE = 5.0
-TICK_INTERVAL = 0.25
 ACCEPT_RETRY_SLEEP = 0.1
 
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
@@ -103,6 +102,8 @@ class Node:
             self.broker.recover(store.load())
         self.handlers: set[ConnectionHandler] = set()
         self._commit_wanted = trio.Event()
+        self._deadline_moved = trio.Event()
+        self.broker.on_deadline = self._on_deadline
         self._stopping = False
         self._handler_nursery: trio.Nursery | None = None
 
@@ -191,12 +192,20 @@ class Node:
                 self.broker.on_durable(await self.store.commit())
 
     async def _tick_loop(self) -> None:
-        """Expire message TTLs and unused queues when they fall due."""
+        """Expire message TTLs and unused queues when they fall due.
+
+        The model reports a deadline earlier than the one we sleep towards through
+        `on_deadline`, which wakes this loop early; otherwise it sleeps until the next one.
+        """
         while True:
             deadline = self.broker.tick()
             self.want_commit()
-            delay = TICK_INTERVAL if deadline is None else deadline - time.time()
-            await trio.sleep(min(max(delay, 0.0), TICK_INTERVAL))
+            self._deadline_moved = trio.Event()
+            with trio.move_on_after(math.inf if deadline is None else max(deadline - time.time(), 0.0)):
+                await self._deadline_moved.wait()
+
+    def _on_deadline(self, deadline: float) -> None:
+        self._deadline_moved.set()
 
 
 def listen_addresses(listeners: list[trio.SocketListener]) -> list[str]:

@@ -513,3 +513,22 @@ def test_consumer_round_robin_and_no_ack(connection, channel) -> None:
     while len(seen["a"]) + len(seen["b"]) < 10 and time.monotonic() < deadline:
         connection.process_data_events(time_limit=0.1)
     assert len(seen["a"]) == 5 and len(seen["b"]) == 5
+
+
+def test_unused_queue_expires(connection, channel) -> None:
+    queue = unique("expires")
+    channel.queue_declare(queue, arguments={"x-expires": 300})
+    channel.basic_publish("", queue, b"does not keep it alive")
+    time.sleep(0.8)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.queue_declare(queue, passive=True)
+    assert closed.value.reply_code == 404
+
+
+def test_ttl_expires_promptly_at_the_head(connection, channel) -> None:
+    """A short TTL is honoured soon after it passes."""
+    queue = unique("prompt")
+    channel.queue_declare(queue, arguments={"x-message-ttl": 50})
+    channel.basic_publish("", queue, b"x")
+    time.sleep(0.15)
+    assert channel.queue_declare(queue, passive=True).method.message_count == 0
