@@ -93,6 +93,11 @@ def serve(args: argparse.Namespace) -> int:
     )
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
     store = None if config.store_dir is None else Store.open(config.store_dir)
+    LOGGER.info(
+        "node %r keeps its durable state %s",
+        config.name,
+        "in memory only (--memory)" if store is None else f"in {store.path}",
+    )
     try:
         node = Node(
             name=config.name,
