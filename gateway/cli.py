@@ -105,6 +105,8 @@ def serve(args: argparse.Namespace) -> int:
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
         )
+        for vhost in config.vhosts:
+            node.broker.add_vhost(vhost)
         failures: list[str] = []
         try:
             trio.run(_serve_until_signalled, node, config.host, config.port)

@@ -189,6 +189,14 @@ def _log_level(value: object) -> str:
     return value.lower()
 
 
+def _vhosts(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(name, str) and name and len(name.encode()) <= 255 for name in value
+    ):
+        raise Invalid("an array of vhost names (non-empty strings of at most 255 bytes)", value)
+    return tuple(dict.fromkeys(["/", *value]))
+
+
 def _path(base: Path) -> Callable[[object], Path]:
     def check(value: object) -> Path:
         if not isinstance(value, str) or not value:
@@ -211,6 +219,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "heartbeat": _integer(0, 65535),  # Connection.Tune carries a short
         "frame_max": _integer(4096, 2**32 - 1),  # the spec's minimum frame size
         "channel_max": _integer(1, 65535),
+        "vhosts": _vhosts,
     }
 
 
@@ -250,6 +259,8 @@ class NodeConfig:
     heartbeat: int = 60
     frame_max: int = 131072
     channel_max: int = 2047
+    #: Vhosts that exist from the start; "/" always does.
+    vhosts: tuple[str, ...] = ("/",)
 
     @property
     def store_dir(self) -> Path | None:

@@ -79,3 +79,16 @@ def test_port_in_use_is_a_clear_error(tmp_path) -> None:
         assert f"127.0.0.1:{node.port}" in result.stderr
     finally:
         node.stop()
+
+
+def test_vhosts_from_config_can_be_opened(tmp_path) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nvhosts = ["prod"]\n')
+    node = start_node(tmp_path, "--config", str(config))
+    try:
+        for vhost in ("prod", "%2F"):
+            connection = pika.BlockingConnection(pika.URLParameters(node.url(vhost=vhost)))
+            assert connection.channel().is_open
+            connection.close()
+    finally:
+        node.stop()

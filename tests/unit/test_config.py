@@ -133,7 +133,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         (
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
-            "log_level, heartbeat, frame_max, channel_max)",
+            "log_level, heartbeat, frame_max, channel_max, vhosts)",
         ),
         ("[node]\nport = 1\n\n[federation]\n", "4: federation: unknown section (known: node)"),
         ("node = 5\n", "1: node: expected a table, got 5"),
@@ -269,3 +269,21 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "channel_max",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
+
+
+def test_vhosts_always_include_the_default(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('[node]\nvhosts = ["prod", "/", "prod", "staging"]\n')
+    assert load_node_config(path).vhosts == ("/", "prod", "staging")
+    assert NodeConfig().vhosts == ("/",)
+
+
+def test_vhosts_must_be_names(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('[node]\nvhosts = ["prod", ""]\n')
+    with pytest.raises(ConfigError) as raised:
+        load_node_config(path)
+    assert str(raised.value) == (
+        f"{path}:2: node.vhosts: expected an array of vhost names "
+        "(non-empty strings of at most 255 bytes), got an array"
+    )
