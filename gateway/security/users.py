@@ -92,8 +92,12 @@ class UsersDB:
 
     @classmethod
     def default(cls) -> UsersDB:
-        """No users file: RabbitMQ's guest/guest, administrator, vhost "/", loopback only."""
-        guest = User(GUEST, frozenset({"/"}), ("administrator",), loopback_only=True)
+        """No users file: RabbitMQ's guest/guest, administrator, loopback only.
+
+        Unlike RabbitMQ's guest it may open every vhost: without a users file there would be
+        no way to let anyone into the vhosts the node config declares.
+        """
+        guest = User(GUEST, None, ("administrator",), loopback_only=True)
         return cls([_Record(guest, PasswordHash.create("guest"))])
 
     @classmethod

@@ -171,7 +171,7 @@ def test_default_is_guest_from_loopback_only() -> None:
     db = UsersDB.default()
     assert db.path is None
     guest = db.get("guest")
-    assert guest == User("guest", frozenset({"/"}), ("administrator",), loopback_only=True)
+    assert guest == User("guest", None, ("administrator",), loopback_only=True)
     assert db.verify("guest", "guest")
     assert not db.verify("guest", "Guest")
     for host in ("127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "::1%1"):
