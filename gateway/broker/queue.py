@@ -42,6 +42,7 @@ class Queue:
         "deleted",
         "watched",
         "limited",
+        "stuck",
     )
 
     def __init__(
@@ -77,6 +78,8 @@ class Queue:
         #: Queues with TTLs or x-expires are visited by Broker.tick.
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
+        #: The head the last dispatch could hand to no consumer (see `publish`), else None.
+        self.stuck: Entry | None = None
         if self.watched:
             unused_until = self.last_used + options.expires / 1000.0 if options.expires is not None else None
             vhost.broker.watch(self, unused_until)
@@ -120,7 +123,9 @@ class Queue:
                 self.vhost.broker.watch(self, expires_at)
             elif len(ready) == 1:
                 self.vhost.broker.watch(self, expires_at)
-        if self.consumers:
+        # Behind a head the last dispatch could not place, trying again is futile: whatever
+        # could unblock it (credit, flow, a writable outbox, a new consumer) dispatches itself.
+        if self.consumers and ready[0] is not self.stuck:
             self.dispatch()
         return True
 
@@ -199,6 +204,8 @@ class Queue:
                 if self._unwanted_by_owner(head):
                     self._discard([self._take()], None)
                     continue
+                if head.expires_at is None:  # one that expires is worth another look
+                    self.stuck = head
                 return
             self._take()
             self._deliver(consumer, head)
@@ -323,6 +330,7 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        self.stuck = None  # the head may now be unwanted by the remaining consumers
         if self.consumers:
             return
         self.last_used = self.vhost.broker.clock()

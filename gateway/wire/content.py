@@ -28,6 +28,15 @@ _TAIL = ((1 << 7, 0), (1 << 6, 8), (1 << 5, 0), (1 << 4, 0), (1 << 3, 0), (1 << 
 
 _UNSCANNED = object()
 
+#: What `_scan` finds: (delivery mode, priority, reply-to, expiration, raw headers table).
+_Fields = tuple[int | None, int | None, str | None, str | None, bytes | None]
+#: Scans of recently seen property sections. Publishers tend to send the same few sections
+#: (often just a delivery mode), so most messages skip the walk. Bounded: cleared when full,
+#: and long sections (usually with per-message ids or headers) are not kept.
+_SCANS: dict[bytes, _Fields] = {}
+_SCANS_MAX = 1024
+_SCAN_CACHED_SIZE = 64
+
 
 class Content:
     """A message's properties (raw) and body, with the broker-relevant fields decoded lazily."""
@@ -36,11 +45,7 @@ class Content:
         "header",
         "body",
         "_properties",
-        "_delivery_mode",
-        "_priority",
-        "_reply_to",
-        "_expiration",
-        "_headers_raw",
+        "_fields",
         "_headers",
     )
 
@@ -48,7 +53,7 @@ class Content:
         self.header = header
         self.body = body
         self._properties: commands.Basic.Properties | None = None
-        self._delivery_mode: Any = _UNSCANNED
+        self._fields: _Fields | None = None
         self._headers: Any = _UNSCANNED
 
     @classmethod
@@ -84,8 +89,7 @@ class Content:
 
     @property
     def delivery_mode(self) -> int | None:
-        self._scan()
-        return self._delivery_mode
+        return (self._fields or self._scan())[0]
 
     @property
     def persistent(self) -> bool:
@@ -93,76 +97,37 @@ class Content:
 
     @property
     def priority(self) -> int | None:
-        self._scan()
-        return self._priority
+        return (self._fields or self._scan())[1]
 
     @property
     def reply_to(self) -> str | None:
-        self._scan()
-        return self._reply_to
+        return (self._fields or self._scan())[2]
 
     @property
     def expiration(self) -> str | None:
-        self._scan()
-        return self._expiration
+        return (self._fields or self._scan())[3]
 
     @property
     def headers(self) -> dict[str, Any] | None:
         """The headers table, decoded on first use (headers exchanges, dead-lettering)."""
-        self._scan()
         if self._headers is _UNSCANNED:
-            raw = self._headers_raw
+            raw = (self._fields or self._scan())[4]
             with _decoding("headers"):
                 self._headers = None if raw is None else decode.field_table(raw)[1]
         return self._headers
 
-    def _scan(self) -> None:
-        """Walk the property list once, up to expiration, recording the fields the broker uses."""
-        if self._delivery_mode is not _UNSCANNED:
-            return
+    def _scan(self) -> _Fields:
+        """The fields the broker uses, from the cache or from one walk of the section."""
         data = self.header
-        flags = _flags(data)
-        offset = _flags_length(data)
-        delivery_mode = priority = reply_to = expiration = headers_raw = None
-        try:
-            if flags & _CONTENT_TYPE:
-                offset += 1 + data[offset]
-            if flags & _CONTENT_ENCODING:
-                offset += 1 + data[offset]
-            if flags & _HEADERS:
-                (size,) = struct.unpack_from(">I", data, offset)
-                headers_raw = data[offset : offset + 4 + size]
-                offset += 4 + size
-            if flags & _DELIVERY_MODE:
-                delivery_mode = data[offset]
-                offset += 1
-            if flags & _PRIORITY:
-                priority = data[offset]
-                offset += 1
-            if flags & _CORRELATION_ID:
-                offset += 1 + data[offset]
-            if flags & _REPLY_TO:
-                length = data[offset]
-                reply_to = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
-                offset += 1 + length
-            if flags & _EXPIRATION:
-                length = data[offset]
-                expiration = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
-                offset += 1 + length
-            # The broker needs nothing further, but walking to the end proves the section is
-            # whole: slices above do not fail when a length points past the end.
-            for flag, width in _TAIL:
-                if flags & flag:
-                    offset += width or 1 + data[offset]
-        except (IndexError, struct.error) as exc:
-            raise ValueError("content header properties are truncated") from exc
-        if offset > len(data):
-            raise ValueError("content header properties are truncated")
-        self._delivery_mode = delivery_mode
-        self._priority = priority
-        self._reply_to = reply_to
-        self._expiration = expiration
-        self._headers_raw = headers_raw
+        fields = _SCANS.get(data)
+        if fields is None:
+            fields = _walk(data)
+            if len(data) <= _SCAN_CACHED_SIZE:
+                if len(_SCANS) >= _SCANS_MAX:
+                    _SCANS.clear()
+                _SCANS[data] = fields
+        self._fields = fields
+        return fields
 
     def __len__(self) -> int:
         return len(self.body)
@@ -183,6 +148,48 @@ def _decoding(what: str) -> Iterator[None]:
         yield
     except (ValueError, struct.error, ArithmeticError, OSError, RecursionError, TypeError) as exc:
         raise ValueError(f"content {what} cannot be decoded: {exc}") from exc
+
+
+def _walk(data: bytes) -> _Fields:
+    """Walk the property list once, up to expiration, picking out the fields the broker uses."""
+    flags = _flags(data)
+    offset = _flags_length(data)
+    delivery_mode = priority = reply_to = expiration = headers_raw = None
+    try:
+        if flags & _CONTENT_TYPE:
+            offset += 1 + data[offset]
+        if flags & _CONTENT_ENCODING:
+            offset += 1 + data[offset]
+        if flags & _HEADERS:
+            (size,) = struct.unpack_from(">I", data, offset)
+            headers_raw = data[offset : offset + 4 + size]
+            offset += 4 + size
+        if flags & _DELIVERY_MODE:
+            delivery_mode = data[offset]
+            offset += 1
+        if flags & _PRIORITY:
+            priority = data[offset]
+            offset += 1
+        if flags & _CORRELATION_ID:
+            offset += 1 + data[offset]
+        if flags & _REPLY_TO:
+            length = data[offset]
+            reply_to = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
+            offset += 1 + length
+        if flags & _EXPIRATION:
+            length = data[offset]
+            expiration = data[offset + 1 : offset + 1 + length].decode("utf-8", "replace")
+            offset += 1 + length
+        # The broker needs nothing further, but walking to the end proves the section is
+        # whole: slices above do not fail when a length points past the end.
+        for flag, width in _TAIL:
+            if flags & flag:
+                offset += width or 1 + data[offset]
+    except (IndexError, struct.error) as exc:
+        raise ValueError("content header properties are truncated") from exc
+    if offset > len(data):
+        raise ValueError("content header properties are truncated")
+    return delivery_mode, priority, reply_to, expiration, headers_raw
 
 
 def _flags(data: bytes) -> int:

@@ -41,13 +41,18 @@ ACK_INDEX = commands.Basic.Ack.index
 
 _END = bytes((FRAME_END,))
 _pack_frame_header = FRAME_HEADER_STRUCT.pack
-# type, channel, size, class id, weight, body size: a content header frame up to its properties.
-_pack_content_header = struct.Struct(">BHIHHQ").pack
+# The previous frame's end octet, then type, channel, size, class id, weight, body size: a
+# content header frame up to its properties, packed together with what precedes it.
+_pack_end_content_header = struct.Struct(">BBHIHHQ").pack
+# The previous frame's end octet and a body frame's header.
+_pack_end_frame_header = struct.Struct(">BBHI").pack
 _unpack_content_header = struct.Struct(">HHQ").unpack_from
 _unpack_index = struct.Struct(">I").unpack_from
 _pack_index = struct.Struct(">I").pack
 _unpack_ack = struct.Struct(">QB").unpack_from
 _pack_tag_bit = struct.Struct(">QB").pack
+# A whole Basic.Ack frame: type, channel, size, method index, delivery tag, multiple, end.
+_pack_ack_frame = struct.Struct(">BHIIQBB").pack
 _pack_code = struct.Struct(">H").pack
 _pack_count = struct.Struct(">I").pack
 # One-byte length prefixes, so a shortstr costs an index instead of a struct call.
@@ -148,6 +153,9 @@ def make_method(method_class: type[M], **fields: Any) -> M:
 def encode_method(channel: int, method: base.Frame) -> bytes:
     """A method frame. Unlike pamqp's marshal, skips pamqp's validation (a 127-character limit
     and a character set on names) so the names RabbitMQ accepts can be echoed back."""
+    if type(method) is commands.Basic.Ack:  # a publisher confirm: up to one per publish
+        multiple = 1 if method.multiple else 0
+        return _pack_ack_frame(FRAME_METHOD, channel, 13, ACK_INDEX, method.delivery_tag, multiple, FRAME_END)
     arguments = _encode_arguments(method)
     return b"".join(
         (
@@ -183,11 +191,23 @@ def _encode_arguments(method: base.Frame) -> bytes:
     return b"".join(parts)
 
 
-def _shortstr(value: str) -> tuple[bytes, bytes]:
-    data = value.encode()
-    if len(data) > 255:
-        raise ValueError(f"{value[:40]!r}... is longer than a shortstr's 255 bytes")
-    return _LENGTH[len(data)], data
+#: Encoded shortstrs (length octet + UTF-8) of recently seen names: consumer tags, exchanges and
+#: routing keys repeat, and every delivery needs three of them.
+_SHORTSTRS: dict[str, bytes] = {}
+_SHORTSTRS_MAX = 4096
+
+
+def _shortstr(value: str) -> bytes:
+    """A shortstr's length octet and bytes (cached: see _SHORTSTRS)."""
+    encoded = _SHORTSTRS.get(value)
+    if encoded is None:
+        data = value.encode()
+        if len(data) > 255:
+            raise ValueError(f"{value[:40]!r}... is longer than a shortstr's 255 bytes")
+        if len(_SHORTSTRS) >= _SHORTSTRS_MAX:
+            _SHORTSTRS.clear()
+        encoded = _SHORTSTRS[value] = _LENGTH[len(data)] + data
+    return encoded
 
 
 def encode_deliver(
@@ -203,12 +223,14 @@ def encode_deliver(
     """Basic.Deliver and its content frames."""
     return _with_content(
         channel,
-        (
-            _DELIVER,
-            *_shortstr(consumer_tag),
-            _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
-            *_shortstr(exchange),
-            *_shortstr(routing_key),
+        b"".join(
+            (
+                _DELIVER,
+                _shortstr(consumer_tag),
+                _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
+                _shortstr(exchange),
+                _shortstr(routing_key),
+            )
         ),
         content,
         frame_max,
@@ -228,12 +250,14 @@ def encode_get_ok(
     """Basic.Get-Ok and its content frames."""
     return _with_content(
         channel,
-        (
-            _GET_OK,
-            _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
-            *_shortstr(exchange),
-            *_shortstr(routing_key),
-            _pack_count(message_count),
+        b"".join(
+            (
+                _GET_OK,
+                _pack_tag_bit(delivery_tag, 1 if redelivered else 0),
+                _shortstr(exchange),
+                _shortstr(routing_key),
+                _pack_count(message_count),
+            )
         ),
         content,
         frame_max,
@@ -252,39 +276,43 @@ def encode_return(
     """Basic.Return and its content frames."""
     return _with_content(
         channel,
-        (
-            _RETURN,
-            _pack_code(reply_code),
-            *_shortstr(reply_text),
-            *_shortstr(exchange),
-            *_shortstr(routing_key),
+        b"".join(
+            (
+                _RETURN,
+                _pack_code(reply_code),
+                _shortstr(reply_text),
+                _shortstr(exchange),
+                _shortstr(routing_key),
+            )
         ),
         content,
         frame_max,
     )
 
 
-def _with_content(channel: int, payload: tuple[bytes, ...], content: Content, frame_max: int) -> bytes:
+def _with_content(channel: int, method: bytes, content: Content, frame_max: int) -> bytes:
     """One bytes object: the method frame, the content header, and the body split at
-    frame_max - 8 (no body frame at all for an empty body, as pamqp and RabbitMQ do)."""
+    frame_max - 8 (no body frame at all for an empty body, as pamqp and RabbitMQ do).
+
+    Each frame's end octet is packed with the next frame's header: fewer parts to join.
+    """
     header = content.header
     body = content.body
     size = len(body)
-    parts: list[bytes | memoryview] = [
-        _pack_frame_header(FRAME_METHOD, channel, sum(map(len, payload))),
-        *payload,
-        _END,
-        _pack_content_header(FRAME_HEADER, channel, 12 + len(header), BASIC_CLASS, 0, size),
-        header,
-        _END,
-    ]
+    head = _pack_frame_header(FRAME_METHOD, channel, len(method))
+    content_header = _pack_end_content_header(
+        FRAME_END, FRAME_HEADER, channel, 12 + len(header), BASIC_CLASS, 0, size
+    )
     limit = frame_max - FRAME_OVERHEAD
     if size <= limit:
-        if size:
-            parts += (_pack_frame_header(FRAME_BODY, channel, size), body, _END)
-    else:
-        view = memoryview(body)
-        for start in range(0, size, limit):
-            chunk = view[start : start + limit]
-            parts += (_pack_frame_header(FRAME_BODY, channel, len(chunk)), chunk, _END)
+        if not size:
+            return b"".join((head, method, content_header, header, _END))
+        body_header = _pack_end_frame_header(FRAME_END, FRAME_BODY, channel, size)
+        return b"".join((head, method, content_header, header, body_header, body, _END))
+    parts: list[bytes | memoryview] = [head, method, content_header, header]
+    view = memoryview(body)
+    for start in range(0, size, limit):
+        chunk = view[start : start + limit]
+        parts += (_pack_end_frame_header(FRAME_END, FRAME_BODY, channel, len(chunk)), chunk)
+    parts.append(_END)
     return b"".join(parts)

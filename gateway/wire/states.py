@@ -41,6 +41,10 @@ class ConnectionState(enum.Enum):
     CLOSING = "CLOSING"  # we sent Connection.Close; only Close-Ok (or Close) matters now
     CLOSED = "CLOSED"
 
+    # Members are singletons compared by identity: identity hashing is equivalent, and skips
+    # Enum's Python-level __hash__ on every table lookup of the frame hot path.
+    __hash__ = object.__hash__
+
 
 class ChannelState(enum.Enum):
     """A channel's state. Channels that are not open are simply absent (CLOSED)."""
@@ -50,6 +54,8 @@ class ChannelState(enum.Enum):
     AWAIT_HEADER = "AWAIT_HEADER"  # a Basic.Publish arrived; its content header must follow
     AWAIT_BODY = "AWAIT_BODY"  # body frames until the declared size is reached
     CLOSING = "CLOSING"  # we sent Channel.Close; everything but Close / Close-Ok is ignored
+
+    __hash__ = object.__hash__  # as in ConnectionState
 
 
 _C = ConnectionState

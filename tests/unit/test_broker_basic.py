@@ -313,6 +313,33 @@ def test_unwritable_outbox_stops_dispatch_until_resume():
     assert [d.body for d in c.outbox.deliveries()] == [b"0", b"1", b"2"]
 
 
+def test_publishing_behind_a_head_no_consumer_can_take_waits_for_credit():
+    c = setup("q")
+    c.call(commands.Basic.Qos(prefetch_count=1))
+    c.consume("q", "a")
+    publish_n(c, 4)
+    assert c.bodies() == [b"0"]
+    c.ack(1)
+    assert c.bodies() == [b"1"]
+    c.ack(2, multiple=True)
+    assert c.bodies() == [b"2"]
+
+
+def test_cancelling_a_consumer_lets_the_owner_discard_a_head_it_held_up():
+    broker = Broker()
+    a = Client(broker)
+    a.declare("mine", exclusive=True)
+    a.call(commands.Basic.Qos(prefetch_count=1))
+    a.consume("mine", "full")
+    a.consume("mine", "local", no_local=True)
+    a.publish("", "mine", b"first")
+    a.publish("", "mine", b"own")  # "full" has no credit and "local" refuses its own messages
+    assert a.bodies() == [b"first"]
+    a.call(commands.Basic.Cancel(consumer_tag="full"))
+    a.publish("", "mine", b"own again")  # now only the no-local consumer is left: both go
+    assert len(broker.vhosts["/"].queues["mine"].ready) == 0
+
+
 def test_no_local_skips_own_messages():
     broker = Broker()
     a = setup("q", broker=broker)

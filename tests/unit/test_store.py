@@ -248,6 +248,29 @@ async def test_shared_content_is_stored_once_and_deleted_with_its_last_queue(sto
     assert rows(store, "SELECT count(*) FROM queue_messages") == [(0,)]
 
 
+async def test_large_batches_span_several_multi_row_statements(store: Store) -> None:
+    """Rows go to SQLite a chunk per statement, the last chunk padded by repeating its last
+    row: counts around and across chunk sizes must come out exact."""
+    add(store, 1, "q", "q2")  # shared content, removed from one of its queues below
+    for n in range(2, 301):
+        add(store, n)
+    for n in range(2, 150):
+        store.mark_delivered("/", "q", n)  # folded into the insert
+    await store.commit()
+    for n in range(2, 131):
+        store.remove_message("/", "q", n)
+    store.remove_message("/", "q2", 1)
+    for n in range(131, 280):
+        store.mark_delivered("/", "q", n)  # an update of committed rows
+    await store.commit()
+    records = store.load().messages
+    assert [(r.message_id, r.redelivered) for r in records[("/", "q")]] == [(1, False)] + [
+        (n, n < 280) for n in range(131, 301)
+    ]
+    assert ("/", "q2") not in records
+    assert rows(store, "SELECT count(*) FROM messages") == [(171,)]
+
+
 async def test_remove_then_readd_in_one_batch_keeps_the_message(store: Store) -> None:
     add(store, 1)
     await store.commit()

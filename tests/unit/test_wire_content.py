@@ -44,3 +44,13 @@ def test_replace_keeps_values_pamqp_would_refuse() -> None:
     props = replaced.properties
     assert (props.delivery_mode, props.priority, props.cluster_id) == (7, 4, "abc")
     assert replaced.body == b"body"
+
+
+def test_scans_of_equal_sections_are_shared_but_errors_are_not_cached() -> None:
+    props = commands.Basic.Properties(delivery_mode=2, expiration="5", reply_to="r").marshal()
+    first, second = Content(props, b""), Content(bytes(props), b"")
+    assert (first.delivery_mode, first.expiration, first.reply_to) == (2, "5", "r")
+    assert (second.delivery_mode, second.expiration, second.reply_to, second.priority) == (2, "5", "r", None)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            Content(props[:-1], b"").expiration  # noqa: B018

@@ -194,3 +194,21 @@ def test_heartbeat_frame_equals_pamqp() -> None:
     from pamqp import heartbeat
 
     assert frames.HEARTBEAT_FRAME == frame.marshal(heartbeat.Heartbeat(), 0)
+
+
+@pytest.mark.parametrize(("tag", "multiple"), [(1, False), (77, True), (2**63 - 1, True)])
+def test_basic_ack_fast_path_equals_pamqp(tag: int, multiple: bool) -> None:
+    ack = commands.Basic.Ack(tag, multiple)
+    assert frames.encode_method(3, ack) == frame.marshal(ack, 3)
+
+
+def test_cached_shortstrs_stay_exact() -> None:
+    content = Content(commands.Basic.Properties().marshal(), b"")
+    for tag in ("a", "ü", "a", "ü"):
+        consumed, _, deliver = frame.unmarshal(
+            frames.encode_deliver(1, tag, 1, False, "", tag, content, FRAME_MAX)
+        )
+        assert (deliver.consumer_tag, deliver.routing_key) == (tag, tag)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            frames.encode_deliver(1, "x" * 256, 1, False, "", "", content, FRAME_MAX)
