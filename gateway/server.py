@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from pamqp import commands
 
 from gateway import __version__
 from gateway.broker import Broker, Session
@@ -34,7 +35,7 @@ from gateway.store import Store
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
 from gateway.wire.content import Content
-from gateway.wire.errors import AMQPError, connection_forced, not_allowed
+from gateway.wire.errors import AMQPError, connection_forced, internal_error, not_allowed
 
 LOGGER = logging.getLogger("gateway.server")
 
@@ -45,6 +46,9 @@ HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
 SHUTDOWN_GRACE = 5.0
 ACCEPT_RETRY_SLEEP = 0.1
+TICK_RETRY = 1.0
+
+_CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
@@ -199,7 +203,11 @@ class Node:
         `on_deadline`, which wakes this loop early; otherwise it sleeps until the next one.
         """
         while True:
-            deadline = self.broker.tick()
+            try:
+                deadline = self.broker.tick()
+            except Exception:
+                LOGGER.exception("expiring messages and queues failed; retrying in %ss", TICK_RETRY)
+                deadline = time.time() + TICK_RETRY
             self.want_commit()
             self._deadline_moved = trio.Event()
             with trio.move_on_after(math.inf if deadline is None else max(deadline - time.time(), 0.0)):
@@ -207,6 +215,14 @@ class Node:
 
     def _on_deadline(self, deadline: float) -> None:
         self._deadline_moved.set()
+
+
+def _describe(event: Any) -> str:
+    """Name an event for logs and INTERNAL_ERROR texts: the AMQP method when there is one."""
+    method = getattr(event, "method", None)
+    if method is not None:
+        return method.name
+    return "Basic.Publish" if isinstance(event, events.MessageReceived) else type(event).__name__
 
 
 def listen_addresses(listeners: list[trio.SocketListener]) -> list[str]:
@@ -369,6 +385,12 @@ class ConnectionHandler:
                 handler(self, event)
             except AMQPError as error:
                 self._scope_error(getattr(event, "channel", 0), error)
+            except Exception:
+                # A bug must cost this connection, never the node or anyone else's messages.
+                LOGGER.exception("%s: failed to handle %s", self.peer, _describe(event))
+                self.close_connection(
+                    internal_error(f"failed to handle {_describe(event)}; see the node's log")
+                )
 
     def _scope_error(self, channel: int, error: AMQPError) -> None:
         LOGGER.info("%s: channel %d: %s", self.peer, channel, error.reply_text)
@@ -400,8 +422,14 @@ class ConnectionHandler:
 
     def _on_open(self, event: events.VhostRequested) -> None:
         if not self.user.may_access(event.vhost):
-            raise not_allowed(f"access to vhost '{event.vhost}' refused for user '{self.user.name}'")
-        self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
+            raise not_allowed(
+                f"access to vhost '{event.vhost}' refused for user '{self.user.name}'",
+                commands.Connection.Open,
+            )
+        try:
+            self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
+        except AMQPError as error:
+            raise AMQPError(error.reply_code, error.reply_text, *_CONNECTION_OPEN_IDS) from None
         self.wire.accept_open()
         LOGGER.info("%s: user %r opened vhost %r", self.peer, self.user.name, event.vhost)
 

@@ -177,3 +177,21 @@ def test_node_sends_heartbeats(shared_node, client) -> None:
     client.handshake(heartbeat=1)
     channel, value = client.read_frame(skip_heartbeats=False)
     assert channel == 0 and type(value).__name__ == "Heartbeat"
+
+
+def test_unknown_vhost_closes_with_530_naming_connection_open(shared_node) -> None:
+    second = RawClient(shared_node.port)
+    try:
+        second.send(PROTOCOL_HEADER)
+        second.read_frame()
+        second.send_frame(
+            commands.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\0guest\0guest")
+        )
+        second.read_frame()  # Tune
+        second.send_frame(commands.Connection.TuneOk(channel_max=0, frame_max=131072, heartbeat=0))
+        second.send_frame(commands.Connection.Open(virtual_host="nowhere"))
+        close = expect_connection_close(second, 530)
+        assert (close.class_id, close.method_id) == (10, 40)
+        assert close.reply_text == "NOT_ALLOWED - vhost 'nowhere' not found"
+    finally:
+        second.close()
