@@ -1,0 +1,275 @@
+"""Management operations on a node, as plain functions: what amq-config and amq-route call.
+
+Each operation takes keyword arguments and returns JSON-able data, or raises ManagementError.
+Changes to exchanges, queues and bindings go through the same model code as AMQP methods (an
+internal session runs the equivalent Exchange.Declare, Queue.Bind...), so management and
+clients get the same validation and the same error texts. The AMQP request/reply adapter is
+gateway.management_amqp; federation adds the links and routes operations.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable
+from typing import Any
+
+from pamqp import commands
+
+from gateway.broker import Broker
+from gateway.broker.exchange import Exchange
+from gateway.wire.errors import REPLY_NAMES, AMQPError
+
+Operation = Callable[..., Any]
+
+
+class ManagementError(Exception):
+    """A refused management request: `kind` is a short word the CLIs print before the message."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind} - {message}")
+        self.kind = kind
+        self.message = message
+
+
+class _DiscardingOutbox:
+    """The internal session's outbox: replies are not needed, deliveries never happen."""
+
+    client_capabilities: dict[str, Any] = {}
+    peer = "management"
+
+    def writable(self) -> bool:
+        return True
+
+    def send_method(self, channel: int, method: Any) -> None:
+        pass
+
+    def send_deliver(self, *args: Any) -> None:
+        pass
+
+    def send_get_ok(self, *args: Any) -> None:
+        pass
+
+    def send_return(self, *args: Any) -> None:
+        pass
+
+    def close_channel(self, channel: int, error: AMQPError) -> None:
+        pass
+
+    def close_connection(self, error: AMQPError) -> None:
+        pass
+
+
+class Management:
+    """The operations of one node, by name (`call`) for the adapters."""
+
+    def __init__(self, broker: Broker, node_name: str) -> None:
+        self.broker = broker
+        self.node_name = node_name
+        self.operations: dict[str, Operation] = {
+            "node.info": self.node_info,
+            "exchanges.list": self.list_exchanges,
+            "exchanges.add": self.add_exchange,
+            "exchanges.delete": self.delete_exchange,
+            "queues.list": self.list_queues,
+            "queues.add": self.add_queue,
+            "queues.delete": self.delete_queue,
+            "bindings.list": self.list_bindings,
+            "bindings.add": self.add_binding,
+            "bindings.delete": self.delete_binding,
+        }
+
+    def call(self, method: str, arguments: dict[str, Any]) -> Any:
+        """Run one operation; unknown names and bad arguments are ManagementErrors too."""
+        operation = self.operations.get(method)
+        if operation is None:
+            raise ManagementError("usage", f"unknown management method '{method}'")
+        try:
+            return operation(**arguments)
+        except TypeError as exc:
+            raise ManagementError("usage", f"bad arguments for '{method}': {exc}") from None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def node_info(self) -> dict[str, Any]:
+        return {
+            "name": self.node_name,
+            "vhosts": sorted(self.broker.vhosts),
+            "connections": len(self.broker.sessions),
+        }
+
+    def list_exchanges(self, vhost: str = "/") -> list[dict[str, Any]]:
+        return [
+            {
+                "name": exchange.name,
+                "type": exchange.type,
+                "durable": exchange.durable,
+                "auto_delete": exchange.auto_delete,
+                "internal": exchange.internal,
+                "alternate_exchange": exchange.alternate,
+                "arguments": jsonable(exchange.arguments),
+                "bindings": len(exchange.matcher),
+            }
+            for exchange in self._vhost(vhost).exchanges.values()
+        ]
+
+    def list_queues(self, vhost: str = "/") -> list[dict[str, Any]]:
+        return [
+            {
+                "name": queue.name,
+                "durable": queue.durable,
+                "auto_delete": queue.auto_delete,
+                "exclusive": queue.owner is not None,
+                "messages": len(queue.ready),
+                "consumers": len(queue.consumers),
+                "bindings": len(queue.sources),
+                "arguments": jsonable(queue.arguments),
+            }
+            for queue in self._vhost(vhost).queues.values()
+        ]
+
+    def list_bindings(self, vhost: str = "/") -> list[dict[str, Any]]:
+        records = []
+        for exchange in self._vhost(vhost).exchanges.values():
+            for key, arguments, destination in exchange.matcher.bindings():
+                records.append(
+                    {
+                        "exchange": exchange.name,
+                        "destination_kind": "exchange" if isinstance(destination, Exchange) else "queue",
+                        "destination": destination.name,
+                        "routing_key": key,
+                        "arguments": jsonable(arguments),
+                    }
+                )
+        return records
+
+    # -- changing (through the model's own AMQP code paths) ----------------------------------
+
+    def add_exchange(
+        self,
+        name: str,
+        type: str,
+        durable: bool = False,
+        auto_delete: bool = False,
+        internal: bool = False,
+        alternate_exchange: str | None = None,
+        arguments: dict[str, Any] | None = None,
+        vhost: str = "/",
+    ) -> None:
+        table = dict(arguments or {})
+        if alternate_exchange:
+            table["alternate-exchange"] = alternate_exchange
+        self._run(
+            vhost,
+            commands.Exchange.Declare(
+                exchange=name,
+                exchange_type=type,
+                durable=durable,
+                auto_delete=auto_delete,
+                internal=internal,
+                arguments=table,
+            ),
+        )
+
+    def delete_exchange(self, name: str, if_unused: bool = False, vhost: str = "/") -> None:
+        self._require_exchange(vhost, name)
+        self._run(vhost, commands.Exchange.Delete(exchange=name, if_unused=if_unused))
+
+    def add_queue(
+        self,
+        name: str,
+        durable: bool = False,
+        auto_delete: bool = False,
+        arguments: dict[str, Any] | None = None,
+        vhost: str = "/",
+    ) -> None:
+        self._run(
+            vhost,
+            commands.Queue.Declare(
+                queue=name, durable=durable, auto_delete=auto_delete, arguments=dict(arguments or {})
+            ),
+        )
+
+    def delete_queue(
+        self, name: str, if_unused: bool = False, if_empty: bool = False, vhost: str = "/"
+    ) -> int:
+        self._require_queue(vhost, name)
+        queue = self._vhost(vhost).queues[name]
+        count = len(queue.ready)
+        self._run(vhost, commands.Queue.Delete(queue=name, if_unused=if_unused, if_empty=if_empty))
+        return count
+
+    def add_binding(
+        self,
+        exchange: str,
+        queue: str,
+        routing_key: str = "",
+        arguments: dict[str, Any] | None = None,
+        vhost: str = "/",
+    ) -> None:
+        self._run(
+            vhost,
+            commands.Queue.Bind(
+                queue=queue, exchange=exchange, routing_key=routing_key, arguments=dict(arguments or {})
+            ),
+        )
+
+    def delete_binding(
+        self,
+        exchange: str,
+        queue: str,
+        routing_key: str = "",
+        arguments: dict[str, Any] | None = None,
+        vhost: str = "/",
+    ) -> None:
+        self._run(
+            vhost,
+            commands.Queue.Unbind(
+                queue=queue, exchange=exchange, routing_key=routing_key, arguments=dict(arguments or {})
+            ),
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _vhost(self, name: str) -> Any:
+        vhost = self.broker.vhosts.get(name)
+        if vhost is None:
+            raise ManagementError("NOT_FOUND", f"no vhost '{name}'")
+        return vhost
+
+    def _require_exchange(self, vhost: str, name: str) -> None:
+        # AMQP deletes of missing objects succeed silently; an operator asking wants to know.
+        if name not in self._vhost(vhost).exchanges:
+            raise ManagementError("NOT_FOUND", f"no exchange '{name}' in vhost '{vhost}'")
+
+    def _require_queue(self, vhost: str, name: str) -> None:
+        if name not in self._vhost(vhost).queues:
+            raise ManagementError("NOT_FOUND", f"no queue '{name}' in vhost '{vhost}'")
+
+    def _run(self, vhost: str, method: Any) -> None:
+        """Run one AMQP method on a short-lived internal session; AMQP errors become ours."""
+        self._vhost(vhost)
+        session = self.broker.connect(_DiscardingOutbox(), "management", vhost, {})
+        try:
+            session.open_channel(1)
+            session.handle_method(1, method)
+        except AMQPError as error:
+            kind = REPLY_NAMES.get(error.reply_code, str(error.reply_code))
+            raise ManagementError(kind, error.reply_text.removeprefix(f"{kind} - ")) from None
+        finally:
+            session.disconnect()
+
+
+def jsonable(value: Any) -> Any:
+    """AMQP field values as JSON: bytes as text, decimals as strings, times as ISO 8601."""
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(item) for item in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value
