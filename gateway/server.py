@@ -30,6 +30,9 @@ from pamqp import commands
 
 from gateway import __version__
 from gateway.broker import Broker, Session
+from gateway.management import Management
+from gateway.management_amqp import MANAGEMENT_EXCHANGE
+from gateway.management_amqp import answer as answer_management
 from gateway.security import AuthenticationFailed, UsersDB, authenticate
 from gateway.store import Store
 from gateway.wire import events
@@ -103,6 +106,7 @@ class Node:
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
+        self.management = Management(self.broker, name)
         if store is not None:
             self.broker.recover(store.load())
         self.handlers: set[ConnectionHandler] = set()
@@ -449,6 +453,20 @@ class ConnectionHandler:
         assert self.session is not None
         self.session.handle_publish(
             event.channel, event.exchange, event.routing_key, event.mandatory, event.immediate, event.content
+        )
+        if event.exchange == MANAGEMENT_EXCHANGE:
+            self._answer_management(event.content)
+
+    def _answer_management(self, request: Content) -> None:
+        """Run a management request published by this client and queue the reply for it."""
+        assert self.session is not None
+        reply_to = request.reply_to
+        if not reply_to:
+            LOGGER.warning("%s: management request without reply_to ignored", self.peer)
+            return
+        vhost = self.session.vhost
+        vhost.publish(
+            vhost.exchanges[""], reply_to, answer_management(self.node.management, self.user, request), 0
         )
 
     def _on_protocol_error(self, event: events.ProtocolErrorOccurred) -> None:

@@ -16,6 +16,8 @@ STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
     ("amq.service", "direct"),
     ("amq.data", "topic"),
     ("amq.dataex", "headers"),
+    # Management requests (gateway.management_amqp); publishing there is how tools manage a node.
+    ("amq.gateway.management", "direct"),
 )
 
 RESERVED_PREFIX = "amq."

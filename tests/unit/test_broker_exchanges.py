@@ -29,6 +29,7 @@ def test_standard_exchanges_exist_and_are_durable():
         "amq.service": "direct",
         "amq.data": "topic",
         "amq.dataex": "headers",
+        "amq.gateway.management": "direct",
     }
     assert {name: x.type for name, x in vhost.exchanges.items()} == expected
     assert all(x.durable for x in vhost.exchanges.values())
