@@ -1,0 +1,79 @@
+"""What amq-route and amq-config share: address arguments, option placement, error reporting."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+import trio
+
+from federation.address import BrokerAddress
+from federation.cli.management_client import ManagementFailed
+
+#: qpid-route and qpid-config exit with 1 on every failure they report themselves.
+EXIT_FAILED = 1
+
+
+def broker_address(text: str) -> BrokerAddress:
+    """argparse type for `[user/password@]host[:port]`: a bad address is a usage error (exit 2)
+    that keeps BrokerAddress's own sentence naming the problem."""
+    try:
+        return BrokerAddress.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def timeout_seconds(text: str) -> float:
+    """argparse type for --timeout: seconds, 0 meaning no limit (as qpid-route's)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"the timeout must be 0 (no limit) or more seconds, not {text}")
+    return value
+
+
+def count(text: str) -> int:
+    """argparse type for counts (--ack, --credit, queue limits): a non-negative integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def default(value: object, main: bool) -> object:
+    """The default of a global option: its value on the main parser, SUPPRESS on a command's
+    parser. Both CLIs add their global options to every command's parser too, so they may
+    follow the command as optparse let them (`qpid-config add exchange direct x --durable -a h`);
+    SUPPRESS makes a command's copy set a value only when given there, never hiding the main
+    parser's value or default."""
+    return value if main else argparse.SUPPRESS
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse, reporting stray arguments with the usage of the command they follow (argparse
+    itself would show the main parser's); each command's parser is its `parser` default."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        args.parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def run(command: Callable[[], Awaitable[int]]) -> int:
+    """Run a command under Trio and turn a reported failure into qpid's line and exit status:
+    `Failed: <kind> - <message>` on stderr, exit 1."""
+    try:
+        return trio.run(command)
+    except ManagementFailed as failure:
+        report(failure)
+        return EXIT_FAILED
+
+
+def report(failure: ManagementFailed) -> None:
+    """One failure, as both CLIs print it."""
+    print(f"Failed: {failure.kind} - {failure.message}", file=sys.stderr, flush=True)

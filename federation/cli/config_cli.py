@@ -1,0 +1,261 @@
+"""amq-config: a node's exchanges, queues and bindings, with qpid-config's grammar and output.
+
+Every command is one or a few management requests to the node named by -a (localhost:5672 by
+default). Like amq-route's, each command is an async function of (Context, parsed arguments)
+returning the exit status, and reaches the node only through the Context's client factory.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from federation.address import BrokerAddress
+from federation.cli import formatting
+from federation.cli.common import broker_address, count, default, parse, run, timeout_seconds
+from federation.cli.management_client import Client, ClientFactory, ManagementClient
+
+#: --policy-type: what a full queue does, as the x-overflow argument RabbitMQ clients know.
+OVERFLOW = {"reject": "reject-publish", "ring": "drop-head"}
+
+USAGE = """\
+amq-config [OPTIONS]
+       amq-config [OPTIONS] exchanges [filter-string]
+       amq-config [OPTIONS] queues    [filter-string]
+       amq-config [OPTIONS] add exchange <type> <name> [--durable] [--alternate-exchange X]
+       amq-config [OPTIONS] del exchange <name>
+       amq-config [OPTIONS] add queue <name> [--durable] [--max-queue-size N] [--max-queue-count N]
+                                             [--policy-type reject|ring]
+       amq-config [OPTIONS] del queue <name> [--force]
+       amq-config [OPTIONS] bind   <exchange-name> <queue-name> [binding-key]
+       amq-config [OPTIONS] unbind <exchange-name> <queue-name> [binding-key]"""
+
+DESCRIPTION = """\
+Show and change a node's exchanges, queues and bindings. Without a command: a summary.
+
+Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest).
+Options may come before or after the command."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every command needs: the node, the timeout and how to reach it."""
+
+    broker: BrokerAddress
+    timeout: float
+    connect: ClientFactory
+
+    def client(self) -> AbstractAsyncContextManager[Client]:
+        return self.connect(self.broker, self.timeout)
+
+
+def matching(records: Sequence[formatting.Record], text: str | None) -> list[formatting.Record]:
+    """The records whose name contains the filter string (all without one), as qpid-config."""
+    return [record for record in records if not text or text in record["name"]]
+
+
+def print_lines(lines: Sequence[str]) -> None:
+    if lines:
+        print("\n".join(lines))
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+async def overview(context: Context, args: argparse.Namespace) -> int:
+    async with context.client() as client:
+        exchanges = await client.call("exchanges.list")
+        queues = await client.call("queues.list")
+    print_lines(formatting.summary(exchanges, queues))
+    return 0
+
+
+async def list_exchanges(context: Context, args: argparse.Namespace) -> int:
+    async with context.client() as client:
+        exchanges = matching(await client.call("exchanges.list"), args.filter)
+        if args.bindings:
+            print_lines(formatting.exchange_bindings(exchanges, await client.call("bindings.list")))
+            return 0
+    print_lines(formatting.exchange_table(exchanges))
+    return 0
+
+
+async def list_queues(context: Context, args: argparse.Namespace) -> int:
+    async with context.client() as client:
+        queues = matching(await client.call("queues.list"), args.filter)
+        if args.bindings:
+            print_lines(formatting.queue_bindings(queues, await client.call("bindings.list")))
+            return 0
+    print_lines(formatting.queue_table(queues))
+    return 0
+
+
+async def add_exchange(context: Context, args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"name": args.name, "type": args.type, "durable": args.durable}
+    if args.alternate_exchange:
+        request["alternate_exchange"] = args.alternate_exchange
+    return await single(context, "exchanges.add", request)
+
+
+async def add_queue(context: Context, args: argparse.Namespace) -> int:
+    return await single(
+        context,
+        "queues.add",
+        {"name": args.name, "durable": args.durable, "arguments": queue_arguments(args)},
+    )
+
+
+def queue_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """qpid's queue limits as the x- arguments our queues (and RabbitMQ's) understand."""
+    arguments: dict[str, Any] = {}
+    if args.max_queue_size is not None:
+        arguments["x-max-length-bytes"] = args.max_queue_size
+    if args.max_queue_count is not None:
+        arguments["x-max-length"] = args.max_queue_count
+    if args.policy_type is not None:
+        arguments["x-overflow"] = OVERFLOW[args.policy_type]
+    return arguments
+
+
+async def del_queue(context: Context, args: argparse.Namespace) -> int:
+    """Like qpid-config, refuse to delete a queue that holds messages or has consumers unless
+    --force: deleting a queue loses what it holds."""
+    return await single(
+        context, "queues.delete", {"name": args.name, "if_empty": not args.force, "if_unused": not args.force}
+    )
+
+
+async def single(context: Context, method: str, arguments: dict[str, Any]) -> int:
+    """Commands that are one request and print nothing on success."""
+    async with context.client() as client:
+        await client.call(method, arguments)
+    return 0
+
+
+def binding_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    return {"exchange": args.exchange, "queue": args.queue, "routing_key": args.key}
+
+
+# -- command line ---------------------------------------------------------------------------
+
+Command = Callable[[Context, argparse.Namespace], Awaitable[int]]
+
+
+def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
+    """The global options, on the main parser (main=True) and on every command's parser."""
+    parser.add_argument(
+        "-a",
+        "--broker-addr",
+        dest="broker",
+        type=broker_address,
+        metavar="ADDRESS",
+        default=default(broker_address("localhost:5672"), main),
+        help="the node to manage (default localhost:5672)",
+    )
+    parser.add_argument(
+        "-t",
+        "--timeout",
+        type=timeout_seconds,
+        metavar="SECS",
+        default=default(10.0, main),
+        help="how long to wait for the node (seconds, 0: no limit; default 10)",
+    )
+    parser.add_argument(
+        "-b",
+        "--bindings",
+        action="store_true",
+        default=default(False, main),
+        help="show bindings in the exchange or queue list",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amq-config",
+        usage=USAGE,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_options(parser, main=True)
+    parser.set_defaults(handler=overview, parser=parser)
+    # Explicit progs throughout: argparse would derive them from the custom usage.
+    commands = parser.add_subparsers(dest="command", metavar="command", prog="amq-config")
+
+    def command(
+        actions: argparse._SubParsersAction, name: str, handler: Command, help_text: str
+    ) -> argparse.ArgumentParser:
+        leaf = actions.add_parser(name, help=help_text, description=help_text)
+        add_options(leaf, main=False)
+        leaf.set_defaults(handler=handler, parser=leaf)
+        return leaf
+
+    command(commands, "exchanges", list_exchanges, "list exchanges (-b: with their bindings)").add_argument(
+        "filter", nargs="?", metavar="filter-string", help="only names containing this"
+    )
+    command(commands, "queues", list_queues, "list queues (-b: with their bindings)").add_argument(
+        "filter", nargs="?", metavar="filter-string", help="only names containing this"
+    )
+
+    add = commands.add_parser(
+        "add", help="add an exchange or a queue", description="add an exchange or a queue"
+    )
+    adds = add.add_subparsers(dest="kind", metavar="{exchange,queue}", required=True, prog="amq-config add")
+    leaf = command(adds, "exchange", add_exchange, "add an exchange")
+    leaf.add_argument("type", help="direct, fanout, topic or headers")
+    leaf.add_argument("name")
+    leaf.add_argument("--durable", action="store_true", help="the exchange survives a restart")
+    leaf.add_argument("--alternate-exchange", metavar="X", help="where messages nothing matches go")
+    leaf = command(adds, "queue", add_queue, "add a queue")
+    leaf.add_argument("name")
+    leaf.add_argument("--durable", action="store_true", help="the queue survives a restart")
+    leaf.add_argument("--max-queue-size", type=count, metavar="N", help="at most N bytes of message bodies")
+    leaf.add_argument("--max-queue-count", type=count, metavar="N", help="at most N messages")
+    leaf.add_argument(
+        "--policy-type",
+        choices=sorted(OVERFLOW),
+        help="when full: reject new messages (reject), or drop the oldest (ring); default reject",
+    )
+
+    delete = commands.add_parser(
+        "del", help="delete an exchange or a queue", description="delete an exchange or a queue"
+    )
+    deletes = delete.add_subparsers(
+        dest="kind", metavar="{exchange,queue}", required=True, prog="amq-config del"
+    )
+    command(deletes, "exchange", partial(by_name, "exchanges.delete"), "delete an exchange").add_argument(
+        "name"
+    )
+    leaf = command(deletes, "queue", del_queue, "delete a queue (refused if it has messages or consumers)")
+    leaf.add_argument("name")
+    leaf.add_argument("--force", action="store_true", help="delete it even with messages or consumers")
+
+    for name, method in (("bind", "bindings.add"), ("unbind", "bindings.delete")):
+        leaf = command(
+            commands,
+            name,
+            partial(binding, method),
+            f"{name} a queue {'to' if name == 'bind' else 'from'} an exchange",
+        )
+        leaf.add_argument("exchange", metavar="exchange-name")
+        leaf.add_argument("queue", metavar="queue-name")
+        leaf.add_argument("key", nargs="?", default="", metavar="binding-key")
+    return parser
+
+
+async def by_name(method: str, context: Context, args: argparse.Namespace) -> int:
+    return await single(context, method, {"name": args.name})
+
+
+async def binding(method: str, context: Context, args: argparse.Namespace) -> int:
+    return await single(context, method, binding_arguments(args))
+
+
+def main(argv: Sequence[str] | None = None, connect: ClientFactory = ManagementClient.connect) -> int:
+    """The amq-config console script; `connect` is replaced by a fake node in unit tests."""
+    args = parse(build_parser(), argv)
+    context = Context(args.broker, args.timeout, connect)
+    return run(partial(args.handler, context, args))

@@ -1,0 +1,280 @@
+"""The exact text of amq-route and amq-config, against the seed's walkthrough (seed 001).
+
+Golden texts are the MRG guide's examples with only its PDF damage undone: a line wrapped at
+the page edge is joined again, and the stray spaces on its blank lines are dropped.
+"""
+
+from __future__ import annotations
+
+from federation.cli import formatting
+
+# Seed 001 lines 1541-1546 (the last row's "Connection refused" was wrapped over two lines).
+# The rows without a last error keep the state's padding: the seed has those trailing spaces.
+SEED_LINK_LIST = "\n".join(
+    [
+        "Host            Port    Transport Durable  State             Last Error",
+        "=============================================================================",
+        "localhost       10002   tcp          N     Operational" + " " * 7,
+        "localhost       10003   tcp          N     Operational" + " " * 7,
+        "localhost       10009   tcp          N     Waiting           Connection refused",
+    ]
+)
+
+# Seed 001 lines 1593-1603, the part of `route map` after the probes.
+SEED_MAP_ROUTES = """\
+Dynamic Routes:
+
+Exchange fed.topic:
+localhost:10004 <=> localhost:10003
+
+Static Routes:
+none found"""
+
+
+def link(
+    host: str, port: int, state: str = "Operational", last_error: str = "", durable: bool = False
+) -> dict:
+    return {
+        "host": host,
+        "port": port,
+        "transport": "tcp",
+        "durable": durable,
+        "state": state,
+        "last_error": last_error,
+        "connected_since": None,
+        "reconnects": 0,
+    }
+
+
+def route(
+    kind: str, dest: str, src: str, exchange: str, key: str = "", queue: str = "", src_local: bool = False
+) -> dict:
+    return {
+        "kind": kind,
+        "dest": dest,
+        "src": src,
+        "exchange": exchange,
+        "key": key if kind == "exchange" else None,
+        "queue": queue if kind == "queue" else None,
+        "tag": None,
+        "excludes": [],
+        "durable": False,
+        "src_local": src_local,
+    }
+
+
+def test_link_list_reproduces_the_seed_table() -> None:
+    links = [
+        link("localhost", 10002),
+        link("localhost", 10003),
+        link("localhost", 10009, "Waiting", "Connection refused"),
+    ]
+    assert "\n".join(formatting.link_table(links)) == SEED_LINK_LIST
+
+
+def test_link_list_rule_is_77_wide_and_durable_is_y() -> None:
+    lines = formatting.link_table([link("node-b.example", 5673, durable=True)])
+    assert lines[1] == "=" * 77
+    assert lines[2].startswith("node-b.example  5673    tcp          Y     Operational")
+
+
+def test_no_links() -> None:
+    assert formatting.link_table([]) == ["No Links Found"]
+
+
+def test_route_list_lines_for_each_kind() -> None:
+    routes = [
+        route("dynamic", "n1", "localhost:10004", "fed.topic"),
+        route("exchange", "n1", "localhost:10002", "amq.topic", key="global.#"),
+        route("queue", "n1", "localhost:10002", "amq.fanout", queue="public"),
+    ]
+    assert formatting.route_list("localhost:10001", routes) == [
+        "localhost:10001 localhost:10004 fed.topic <dynamic>",
+        "localhost:10001 localhost:10002 amq.topic global.#",
+        # A queue route has no key: the field is empty, as qpid-route prints it.
+        "localhost:10001 localhost:10002 amq.fanout ",
+    ]
+
+
+def test_a_push_route_names_its_destination_as_the_peer() -> None:
+    push = route("exchange", "localhost:10001", "n2", "amq.topic", key="k", src_local=True)
+    assert formatting.route_peer(push) == "localhost:10001"
+    assert formatting.route_list("localhost:10002", [push]) == ["localhost:10002 localhost:10001 amq.topic k"]
+
+
+def test_route_map_reproduces_the_seed_sections() -> None:
+    routes_by_node = [
+        ("localhost:10003", [route("dynamic", "x", "localhost:10004", "fed.topic")]),
+        ("localhost:10004", [route("dynamic", "y", "localhost:10003", "fed.topic")]),
+    ]
+    assert "\n".join(formatting.map_routes(routes_by_node)) == SEED_MAP_ROUTES
+
+
+def test_route_map_one_way_pairs_exchanges_and_static_forms() -> None:
+    routes_by_node = [
+        (
+            "a:1",
+            [
+                route("dynamic", "a", "b:2", "fed.topic"),
+                route("dynamic", "a", "c:3", "fed.direct"),
+                route("exchange", "a", "b:2", "amq.topic", key="global.#"),
+                route("queue", "a", "b:2", "amq.fanout", queue="public"),
+            ],
+        ),
+        (
+            "b:2",
+            [
+                route("dynamic", "b", "c:3", "fed.topic"),
+                route("dynamic", "b", "a:1", "fed.topic"),
+                route("exchange", "a:1", "b", "amq.direct", key="k", src_local=True),
+                route("queue", "a:1", "b", "amq.fanout", queue="out", src_local=True),
+            ],
+        ),
+    ]
+    assert formatting.map_routes(routes_by_node) == [
+        "Dynamic Routes:",
+        "",
+        "Exchange fed.topic:",
+        "b:2 <=> a:1",
+        "c:3  => b:2",
+        "",
+        "Exchange fed.direct:",
+        "c:3  => a:1",
+        "",
+        "Static Routes:",
+        "",
+        "a:1(ex=amq.topic) <= b:2(ex=amq.topic) key=global.#",
+        "a:1(ex=amq.fanout) <= b:2(queue=public)",
+        "b:2(ex=amq.direct) => a:1(ex=amq.direct) key=k",
+        "b:2(queue=out) => a:1(ex=amq.fanout)",
+    ]
+
+
+def test_route_map_without_routes() -> None:
+    assert formatting.map_routes([("a:1", [])]) == [
+        "Dynamic Routes:",
+        "none found",
+        "",
+        "Static Routes:",
+        "none found",
+    ]
+
+
+def test_map_probe_lines() -> None:
+    assert formatting.map_probe("localhost:10003", None) == "localhost:10003... Ok"
+    assert formatting.map_probe("h:1", "Failed: ConnectFailed - Connection refused") == (
+        "h:1... Failed: ConnectFailed - Connection refused"
+    )
+
+
+def exchange(name: str, type: str, durable: bool = False, alternate: str | None = None) -> dict:
+    return {"name": name, "type": type, "durable": durable, "alternate_exchange": alternate}
+
+
+def queue(
+    name: str, durable: bool = False, auto_delete: bool = False, bindings: int = 1, messages: int = 0
+) -> dict:
+    return {
+        "name": name,
+        "durable": durable,
+        "auto_delete": auto_delete,
+        "exclusive": False,
+        "messages": messages,
+        "consumers": 0,
+        "bindings": bindings,
+        "arguments": {},
+    }
+
+
+def test_summary_reproduces_the_seed_counts_right_aligned() -> None:
+    # Seed 001 lines 393-402 (the labels' alignment flattened by the PDF): 6 exchanges of four
+    # types, 7 queues none durable.
+    exchanges = [
+        exchange("amq.topic", "topic"),
+        exchange("qpid.management", "topic"),
+        exchange("amq.match", "headers"),
+        exchange("amq.fanout", "fanout"),
+        exchange("", "direct"),
+        exchange("amq.direct", "direct"),
+    ]
+    queues = [queue(f"q{n}") for n in range(7)]
+    assert "\n".join(formatting.summary(exchanges, queues)) == (
+        "\n"
+        "Total Exchanges: 6\n"
+        "          topic: 2\n"
+        "        headers: 1\n"
+        "         fanout: 1\n"
+        "         direct: 2\n"
+        "   Total Queues: 7\n"
+        "        durable: 0\n"
+        "    non-durable: 7"
+    )
+
+
+def test_queue_table_columns() -> None:
+    lines = formatting.queue_table(
+        [queue("pub_start"), queue("mgmt-3206", durable=True, auto_delete=True, bindings=2, messages=1234)]
+    )
+    assert lines == [
+        "",
+        "Durable  AutoDel  Excl  Bindings  Messages  Queue Name",
+        "=" * 91,
+        "  N        N      N         1            0  pub_start",
+        "  Y        Y      N         2         1234  mgmt-3206",
+    ]
+
+
+def test_exchange_table_shows_recreating_options() -> None:
+    lines = formatting.exchange_table(
+        [
+            exchange("amq.direct", "direct", durable=True),
+            exchange("a-rather-long-exchange-name", "fanout", alternate="alt"),
+        ]
+    )
+    assert lines == [
+        "Type      Exchange Name                Attributes",
+        "=" * 60,
+        "direct    amq.direct                   --durable",
+        "fanout    a-rather-long-exchange-name  --alternate-exchange=alt",
+    ]
+
+
+def binding(exchange: str, destination: str, key: str, kind: str = "queue") -> dict:
+    return {
+        "exchange": exchange,
+        "destination_kind": kind,
+        "destination": destination,
+        "routing_key": key,
+        "arguments": {},
+    }
+
+
+def test_exchange_bindings_reproduce_the_seed_form() -> None:
+    # Seed 001 lines 441-462, shortened.
+    exchanges = [exchange("", "direct"), exchange("amq.topic", "topic"), exchange("qpid.management", "topic")]
+    bindings = [
+        binding("", "pub_start", "pub_start"),
+        binding("", "pub_done", "pub_done"),
+        binding("qpid.management", "mgmt-3206", "mgmt.#"),
+    ]
+    assert formatting.exchange_bindings(exchanges, bindings) == [
+        "Exchange '' (direct)",
+        " bind pub_start => pub_start",
+        " bind pub_done => pub_done",
+        "Exchange 'amq.topic' (topic)",
+        "Exchange 'qpid.management' (topic)",
+        " bind mgmt.# => mgmt-3206",
+    ]
+
+
+def test_queue_bindings_name_the_default_exchange() -> None:
+    bindings = [
+        binding("", "q", "q"),
+        binding("amq.topic", "q", "a.#"),
+        binding("amq.topic", "other", "x", kind="exchange"),
+    ]
+    assert formatting.queue_bindings([queue("q")], bindings) == [
+        "Queue 'q'",
+        " bind q => ''",
+        " bind a.# => amq.topic",
+    ]

@@ -1,0 +1,665 @@
+"""amq-route against fake nodes: golden output, requests sent, errors and exit codes.
+
+FakeNetwork stands for the nodes: a dict of "host:port" to FakeNode, each keeping links and
+routes the way docs/federation-design.md describes the records; an address with no node in the
+dict is unreachable. Every request is recorded so tests check what each command sends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trio
+from pamqp import commands
+
+from federation.address import BrokerAddress
+from federation.cli import management_client, route_cli
+from federation.cli.management_client import ManagementClient, ManagementFailed
+from federation.errors import ConnectFailed
+from gateway.wire.content import Content
+from tests.unit.test_cli_formatting import SEED_LINK_LIST
+
+SEED_ROUTE_MAP = """
+Finding Linked Brokers:
+localhost:10003... Ok
+localhost:10004... Ok
+
+Dynamic Routes:
+
+Exchange fed.topic:
+localhost:10004 <=> localhost:10003
+
+Static Routes:
+none found
+"""
+
+
+@dataclass
+class FakeNode:
+    """One node's links and routes, changed by the requests the CLI sends."""
+
+    name: str
+    links: list[dict[str, Any]] = field(default_factory=list)
+    routes: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    refusals: dict[str, ManagementFailed] = field(default_factory=dict)
+
+    async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
+        arguments = arguments or {}
+        self.requests.append((method, arguments))
+        if method in self.refusals:
+            raise self.refusals[method]
+        return getattr(self, method.replace(".", "_"))(**arguments)
+
+    def links_list(self) -> list[dict[str, Any]]:
+        return [dict(link) for link in self.links]
+
+    def links_add(
+        self, host: str, port: int, username: str, password: str, durable: bool, transport: str
+    ) -> None:
+        if not any(link["host"] == host and link["port"] == port for link in self.links):
+            self.links.append(
+                {
+                    "host": host,
+                    "port": port,
+                    "transport": transport,
+                    "durable": durable,
+                    "state": "Operational",
+                    "last_error": "",
+                    "connected_since": 0,
+                    "reconnects": 0,
+                }
+            )
+
+    def links_delete(self, host: str, port: int) -> None:
+        self.links = [link for link in self.links if (link["host"], link["port"]) != (host, port)]
+        self.routes = [route for route in self.routes if peer(route) != str(BrokerAddress(host, port))]
+
+    def routes_list(self) -> list[dict[str, Any]]:
+        return [dict(route) for route in self.routes]
+
+    def routes_add(self, host: str, port: int, src_local: bool, **fields: Any) -> None:
+        ends = (
+            {"dest": str(BrokerAddress(host, port)), "src": self.name}
+            if src_local
+            else {"dest": self.name, "src": str(BrokerAddress(host, port))}
+        )
+        self.routes.append({**ends, "src_local": src_local, "key": None, "queue": None, **fields})
+
+    def routes_delete(self, host: str, port: int, **identity: Any) -> None:
+        self.routes = [
+            route
+            for route in self.routes
+            if not (
+                peer(route) == str(BrokerAddress(host, port))
+                and all(route.get(k) == v for k, v in identity.items())
+            )
+        ]
+
+    def routes_flush(self, links: bool) -> dict[str, Any]:
+        flushed = {"routes": self.routes, "links": self.links if links else []}
+        self.routes = []
+        if links:
+            self.links = []
+        return flushed
+
+
+def peer(route: dict[str, Any]) -> str:
+    return route["dest"] if route["src_local"] else route["src"]
+
+
+class FakeNetwork:
+    """Nodes by "host:port"; `connect` is the client factory the CLI is given."""
+
+    def __init__(self, *names: str) -> None:
+        self.nodes = {name: FakeNode(name) for name in names}
+        self.connected: list[tuple[BrokerAddress, float]] = []
+
+    def __getitem__(self, name: str) -> FakeNode:
+        return self.nodes[name]
+
+    @asynccontextmanager
+    async def connect(self, address: BrokerAddress, timeout: float) -> AsyncIterator[FakeNode]:
+        self.connected.append((address, timeout))
+        node = self.nodes.get(str(BrokerAddress(address.host, address.port)))
+        if node is None:
+            raise ManagementFailed("ConnectFailed", "Connection refused")
+        yield node
+
+    def run(self, *argv: str) -> int:
+        return route_cli.main(list(argv), connect=self.connect)
+
+
+def methods(node: FakeNode) -> list[str]:
+    return [method for method, _ in node.requests]
+
+
+def sent(node: FakeNode, method: str) -> dict[str, Any]:
+    """The arguments of the node's last request of this method."""
+    return [arguments for name, arguments in node.requests if name == method][-1]
+
+
+# -- the seed's walkthrough ---------------------------------------------------------------------
+
+
+def test_seed_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("localhost:10001", "localhost:10002", "localhost:10003", "localhost:10004")
+
+    assert net.run("-v", "link", "add", "localhost:10001", "localhost:10002") == 0
+    assert capsys.readouterr().out == "Adding link localhost:10001 -> localhost:10002\n"
+    assert net.run("link", "add", "localhost:10001", "localhost:10003") == 0
+    assert net.run("link", "add", "localhost:10001", "localhost:10009") == 0
+    net["localhost:10001"].links[2].update(state="Waiting", last_error="Connection refused")
+    capsys.readouterr()
+    assert net.run("link", "list", "localhost:10001") == 0
+    assert capsys.readouterr().out == SEED_LINK_LIST + "\n"
+
+    assert net.run("-v", "link", "del", "localhost:10001", "localhost:10009") == 0
+    assert capsys.readouterr().out == "Deleting link localhost:10001 -> localhost:10009\n"
+
+    assert net.run("dynamic", "add", "localhost:10003", "localhost:10004", "fed.topic") == 0
+    assert net.run("dynamic", "add", "localhost:10004", "localhost:10003", "fed.topic") == 0
+    assert net.run("route", "list", "localhost:10003") == 0
+    assert capsys.readouterr().out == "localhost:10003 localhost:10004 fed.topic <dynamic>\n"
+
+    assert net.run("route", "add", "localhost:10001", "localhost:10002", "amq.topic", "global.#") == 0
+    assert net.run("queue", "add", "localhost:10001", "localhost:10002", "amq.fanout", "public") == 0
+    assert net.run("route", "list", "localhost:10001") == 0
+    assert capsys.readouterr().out == (
+        "localhost:10001 localhost:10002 amq.topic global.#\nlocalhost:10001 localhost:10002 amq.fanout \n"
+    )
+
+    assert net.run("route", "map", "localhost:10003") == 0
+    assert capsys.readouterr() == (SEED_ROUTE_MAP, "")
+
+    assert net.run("-v", "route", "flush", "localhost:10001") == 0
+    assert capsys.readouterr().out == (
+        "Deleted route: localhost:10002 amq.topic global.#\nDeleted route: localhost:10002 amq.fanout \n"
+    )
+    assert net["localhost:10001"].routes == []
+    assert len(net["localhost:10001"].links) == 2
+
+
+def test_route_list_of_an_empty_node_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("localhost:5672")
+    assert net.run("route", "list") == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_list_map_and_flush_default_to_localhost() -> None:
+    net = FakeNetwork("localhost:5672")
+    for command in ("link list", "route list", "route map", "route flush"):
+        assert net.run(*command.split()) == 0
+    assert {(a.host, a.port) for a, _ in net.connected} == {("localhost", 5672)}
+
+
+def test_ipv6_nodes_are_named_with_brackets(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("[::1]:10003", "[::1]:10004")
+    assert net.run("dynamic", "add", "[::1]:10003", "[::1]:10004", "fed.topic") == 0
+    assert net.run("dynamic", "add", "[::1]:10004", "[::1]:10003", "fed.topic") == 0
+    assert net.run("route", "list", "[::1]:10003") == 0
+    assert net.run("route", "map", "[::1]:10003") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("[::1]:10003 [::1]:10004 fed.topic <dynamic>\n")
+    assert "[::1]:10004... Ok\n" in out and "[::1]:10004 <=> [::1]:10003\n" in out
+
+
+# -- what each command sends ------------------------------------------------------------------
+
+
+def test_link_add_sends_the_peer_and_its_credentials_to_the_destination() -> None:
+    net = FakeNetwork("dest:5672")
+    assert net.run("-d", "link", "add", "admin/secret@dest", "fed/pw@src:5673") == 0
+    assert net.connected[0][0] == BrokerAddress("dest", 5672, "admin", "secret")
+    assert methods(net["dest:5672"]) == ["links.list", "links.add"]
+    assert sent(net["dest:5672"], "links.add") == {
+        "host": "src",
+        "port": 5673,
+        "username": "fed",
+        "password": "pw",
+        "durable": True,
+        "transport": "tcp",
+    }
+
+
+def test_link_add_of_an_existing_link_changes_nothing() -> None:
+    net = FakeNetwork("dest:5672")
+    net.run("link", "add", "dest", "src")
+    net["dest:5672"].requests.clear()
+    assert net.run("-d", "link", "add", "dest", "src") == 0
+    assert methods(net["dest:5672"]) == ["links.list"]
+
+
+def test_src_local_sends_to_the_source_which_links_to_the_destination() -> None:
+    net = FakeNetwork("src:5672")
+    argv = ["-s", "--ack", "50", "--credit", "200", "route", "add", "dest:5673", "src", "amq.topic", "k"]
+    assert net.run(*argv) == 0
+    assert sent(net["src:5672"], "links.add")["host"] == "dest"
+    assert sent(net["src:5672"], "routes.add") == {
+        "host": "dest",
+        "port": 5673,
+        "kind": "exchange",
+        "exchange": "amq.topic",
+        "key": "k",
+        "tag": None,
+        "excludes": [],
+        "durable": False,
+        "src_local": True,
+        "ack": 50,
+        "credit": 200,
+    }
+
+
+def test_route_options_may_follow_the_command() -> None:
+    net = FakeNetwork("dest:5672")
+    assert net.run("route", "add", "dest", "src", "amq.topic", "k", "--durable", "--ack", "5") == 0
+    assert sent(net["dest:5672"], "links.add")["durable"] is True
+    assert sent(net["dest:5672"], "routes.add")["durable"] is True
+    assert sent(net["dest:5672"], "routes.add")["ack"] == 5
+
+
+def test_dynamic_add_sends_tag_and_excludes() -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("dynamic", "add", "a", "b", "fed.topic", "tag-a", "b,c") == 0
+    assert sent(net["a:5672"], "routes.add") == {
+        "host": "b",
+        "port": 5672,
+        "kind": "dynamic",
+        "exchange": "fed.topic",
+        "tag": "tag-a",
+        "excludes": ["b", "c"],
+        "durable": False,
+        "src_local": False,
+        "ack": None,
+        "credit": None,
+    }
+
+
+def test_queue_add_and_del_send_exchange_and_queue() -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("queue", "add", "a", "b", "amq.fanout", "public") == 0
+    arguments = sent(net["a:5672"], "routes.add")
+    assert (arguments["kind"], arguments["exchange"], arguments["queue"]) == ("queue", "amq.fanout", "public")
+    assert "key" not in arguments and "tag" not in arguments
+    assert net.run("queue", "del", "a", "b", "amq.fanout", "public") == 0
+    assert sent(net["a:5672"], "routes.delete") == {
+        "host": "b",
+        "port": 5672,
+        "kind": "queue",
+        "exchange": "amq.fanout",
+        "queue": "public",
+    }
+    assert net["a:5672"].routes == []
+
+
+def test_verbose_route_add_says_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("-v", "route", "add", "a", "b", "amq.topic", "global.#") == 0
+    assert capsys.readouterr().out == (
+        "Adding link a:5672 -> b:5672\nAdding exchange route a:5672 <= b:5672 amq.topic(global.#)\n"
+    )
+
+
+# -- duplicates, deletes and -e ---------------------------------------------------------------
+
+
+def test_duplicate_route_is_reported_and_not_sent(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("route", "add", "a", "b", "amq.topic", "global.#")
+    assert net.run("route", "add", "a", "b", "amq.topic", "global.#") == 1
+    assert capsys.readouterr() == ("", "Duplicate Route - ignoring: amq.topic(global.#)\n")
+    assert methods(net["a:5672"]).count("routes.add") == 1
+
+
+def test_duplicate_dynamic_and_queue_routes(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("dynamic", "add", "a", "b", "fed.topic")
+    net.run("queue", "add", "a", "b", "amq.fanout", "public")
+    capsys.readouterr()
+    assert net.run("dynamic", "add", "a", "b", "fed.topic") == 1
+    assert net.run("queue", "add", "a", "b", "amq.fanout", "public") == 1
+    assert capsys.readouterr().err == (
+        "Duplicate Route - ignoring: fed.topic()\nDuplicate Route - ignoring: amq.fanout(public)\n"
+    )
+
+
+def test_quiet_duplicate_is_silent_success(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("route", "add", "a", "b", "amq.topic", "k")
+    assert net.run("-q", "route", "add", "a", "b", "amq.topic", "k") == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_same_key_on_another_link_is_not_a_duplicate() -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("route", "add", "a", "b", "amq.topic", "k") == 0
+    assert net.run("route", "add", "a", "c", "amq.topic", "k") == 0
+    assert len(net["a:5672"].routes) == 2
+
+
+def test_deleting_a_missing_route_or_link(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("route", "del", "a", "b", "amq.topic", "k") == 1
+    assert capsys.readouterr().err == "Failed: NOT_FOUND - a:5672 has no link to b:5672\n"
+    net.run("link", "add", "a", "b")
+    assert net.run("dynamic", "del", "a", "b", "fed.topic") == 1
+    assert (
+        capsys.readouterr().err == "Failed: NOT_FOUND - no route fed.topic() on the link a:5672 -> b:5672\n"
+    )
+    assert net.run("link", "del", "a", "c") == 1
+    assert capsys.readouterr().err == "Failed: NOT_FOUND - a:5672 has no link to c:5672\n"
+    assert "routes.delete" not in methods(net["a:5672"])
+
+
+def test_quiet_delete_of_what_is_missing_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("-q", "route", "del", "a", "b", "amq.topic", "k") == 0
+    net.run("link", "add", "a", "b")
+    assert net.run("-q", "queue", "del", "a", "b", "amq.fanout", "public") == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_del_empty_link_deletes_the_link_with_its_last_route(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("route", "add", "a", "b", "amq.topic", "k1")
+    net.run("route", "add", "a", "b", "amq.topic", "k2")
+    net.run("route", "add", "a", "c", "amq.topic", "k1")
+    assert net.run("-e", "route", "del", "a", "b", "amq.topic", "k1") == 0
+    assert [link["host"] for link in net["a:5672"].links] == ["b", "c"]
+    assert net.run("-e", "-v", "route", "del", "a", "b", "amq.topic", "k2") == 0
+    assert [link["host"] for link in net["a:5672"].links] == ["c"]
+    assert sent(net["a:5672"], "links.delete") == {"host": "b", "port": 5672}
+    assert (
+        capsys.readouterr().out.splitlines()[-1] == "Deleting link a:5672 -> b:5672: its last route is gone"
+    )
+
+
+def test_without_e_the_empty_link_stays() -> None:
+    net = FakeNetwork("a:5672")
+    net.run("route", "add", "a", "b", "amq.topic", "k")
+    assert net.run("route", "del", "a", "b", "amq.topic", "k") == 0
+    assert len(net["a:5672"].links) == 1
+    assert "links.delete" not in methods(net["a:5672"])
+
+
+def test_flush_with_e_deletes_links_too(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("dynamic", "add", "a", "b", "fed.topic")
+    assert net.run("-e", "-v", "route", "flush", "a") == 0
+    assert sent(net["a:5672"], "routes.flush") == {"links": True}
+    assert net["a:5672"].links == []
+    assert capsys.readouterr().out == "Deleted route: b:5672 fed.topic <dynamic>\nDeleted link: b:5672\n"
+
+
+def test_flush_without_v_is_silent(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net.run("route", "add", "a", "b", "amq.topic", "k")
+    assert net.run("route", "flush", "a") == 0
+    assert sent(net["a:5672"], "routes.flush") == {"links": False}
+    assert capsys.readouterr() == ("", "")
+
+
+# -- route map --------------------------------------------------------------------------------
+
+
+def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture[str]) -> None:
+    # a links to b; b links to a, c and the unreachable d; c links to b only.
+    net = FakeNetwork("a:1", "b:2", "c:3")
+    net.run("dynamic", "add", "a:1", "b:2", "fed.topic")
+    net.run("dynamic", "add", "b:2", "a:1", "fed.topic")
+    net.run("dynamic", "add", "b:2", "c:3", "fed.topic")
+    net.run("route", "add", "c:3", "b:2", "amq.topic", "global.#")
+    net.run("queue", "add", "b:2", "d:4", "amq.fanout", "public")
+    capsys.readouterr()
+    assert net.run("route", "map", "admin/pw@a:1") == 0
+    assert capsys.readouterr().out == (
+        "\n"
+        "Finding Linked Brokers:\n"
+        "a:1... Ok\n"
+        "b:2... Ok\n"
+        "c:3... Ok\n"
+        "d:4... Failed: ConnectFailed - Connection refused\n"
+        "\n"
+        "Dynamic Routes:\n"
+        "\n"
+        "Exchange fed.topic:\n"
+        "b:2 <=> a:1\n"
+        "c:3  => b:2\n"
+        "\n"
+        "Static Routes:\n"
+        "\n"
+        "b:2(ex=amq.fanout) <= d:4(queue=public)\n"
+        "c:3(ex=amq.topic) <= b:2(ex=amq.topic) key=global.#\n"
+    )
+    # Every node is read with the first node's credentials, once.
+    walked = net.connected[-4:]
+    assert [(a.host, a.port) for a, _ in walked] == [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
+    assert {(a.username, a.password) for a, _ in walked} == {("admin", "pw")}
+
+
+def test_route_map_fails_when_the_first_node_is_down(capsys: pytest.CaptureFixture[str]) -> None:
+    assert FakeNetwork().run("route", "map", "a:1") == 1
+    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+
+
+# -- failures and usage errors ----------------------------------------------------------------
+
+
+def test_unreachable_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert FakeNetwork().run("link", "list", "localhost:10001") == 1
+    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+
+
+def test_a_refused_request_prints_the_nodes_kind_and_message(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    net["a:5672"].refusals["routes.add"] = ManagementFailed(
+        "usage", "a durable route needs a durable link (add the link with -d)"
+    )
+    assert net.run("-d", "dynamic", "add", "a", "b", "fed.topic") == 1
+    assert capsys.readouterr().err == (
+        "Failed: usage - a durable route needs a durable link (add the link with -d)\n"
+    )
+
+
+def test_linking_a_node_to_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("link", "add", "a", "a:5672") == 1
+    assert capsys.readouterr().err == "Failed: usage - linking a node to itself is not permitted\n"
+    assert "links.add" not in methods(net["a:5672"])
+
+
+def test_timeout_is_given_to_the_client_factory() -> None:
+    net = FakeNetwork("a:5672")
+    net.run("--timeout", "2.5", "link", "list", "a")
+    net.run("link", "list", "a", "--timeout", "0")
+    assert [timeout for _, timeout in net.connected] == [2.5, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage", "message"),
+    [
+        ([], "usage: amq-route", "required"),
+        (["link"], "usage: amq-route link", "required"),
+        (["link", "add", "a"], "usage: amq-route link add", "required: src-broker"),
+        (["route", "add", "a", "b", "amq.topic"], "usage: amq-route route add", "routing-key"),
+        (
+            ["route", "del", "a", "b", "x", "k", "extra"],
+            "usage: amq-route route del",
+            "unrecognized arguments: extra",
+        ),
+        (["route", "jump"], "usage: amq-route route", "invalid choice: 'jump'"),
+        (["link", "add", "a:port", "b"], "usage: amq-route link add", "dest-broker"),
+        (["--ack", "-1", "route", "list"], "usage: amq-route", "-1 is negative"),
+        (
+            ["-t", "rdma", "link", "add", "a", "b"],
+            "usage: amq-route link add",
+            "transport 'rdma' is not supported",
+        ),
+        (
+            ["-s", "dynamic", "add", "a", "b", "fed.topic"],
+            "usage: amq-route dynamic add",
+            "--src-local is not permitted",
+        ),
+        (
+            ["dynamic", "del", "a", "b", "x", "-s"],
+            "usage: amq-route dynamic del",
+            "--src-local is not permitted",
+        ),
+        (["--timeout", "soon", "route", "list"], "usage: amq-route", "'soon' is not a number"),
+    ],
+)
+def test_usage_errors_exit_2_with_the_commands_usage(
+    argv: list[str], usage: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    net = FakeNetwork("a:5672")
+    with pytest.raises(SystemExit) as exited:
+        net.run(*argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage) and message in err
+    assert net.connected == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["link"],
+        ["link", "add"],
+        ["link", "del"],
+        ["link", "list"],
+        ["dynamic", "add"],
+        ["dynamic", "del"],
+        ["route", "add"],
+        ["route", "del"],
+        ["route", "list"],
+        ["route", "map"],
+        ["route", "flush"],
+        ["queue", "add"],
+        ["queue", "del"],
+    ],
+)
+def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        route_cli.main([*command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: amq-route")
+    if len(command) == 2:
+        assert "--timeout SECS" in out and "--src-local" in out
+
+
+# -- the management client --------------------------------------------------------------------
+
+
+class FakeChannel:
+    """A channel whose node answers each published request with `answer(request)`."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.published: list[tuple[str, str, Content]] = []
+        self.send, self.receive = trio.open_memory_channel[Any](10)
+
+    def publish(self, exchange: str, routing_key: str, content: Content) -> int:
+        self.published.append((exchange, routing_key, content))
+        for body, correlation_id in self.answer(json.loads(content.body), content.properties.correlation_id):
+            properties = commands.Basic.Properties(correlation_id=correlation_id)
+            self.send.send_nowait(Delivery(Content.from_properties(properties, body)))
+        return len(self.published)
+
+    async def deliveries(self) -> AsyncIterator[Delivery]:
+        async for delivery in self.receive:
+            yield delivery
+
+
+@dataclass
+class Delivery:
+    content: Content
+
+
+def client_on(answer: Any, timeout: float = 5.0) -> tuple[ManagementClient, FakeChannel]:
+    channel = FakeChannel(answer)
+    return ManagementClient(channel, "amq.gen-reply", aiter(channel.deliveries()), timeout, "a:5672"), channel
+
+
+async def test_call_publishes_the_request_and_returns_the_result() -> None:
+    client, channel = client_on(
+        lambda request, cid: [(json.dumps({"ok": True, "result": request}).encode(), cid)]
+    )
+    assert await client.call("links.add", {"host": "b"}) == {
+        "method": "links.add",
+        "arguments": {"host": "b"},
+    }
+    exchange, routing_key, content = channel.published[0]
+    assert (exchange, routing_key) == ("amq.gateway.management", "")
+    assert content.properties.reply_to == "amq.gen-reply"
+    assert content.properties.content_type == "application/json"
+
+
+async def test_call_skips_stale_replies_and_raises_refusals() -> None:
+    refusal = json.dumps({"ok": False, "error": {"kind": "NOT_FOUND", "message": "no link"}}).encode()
+    client, _ = client_on(lambda request, cid: [(b'{"ok": true, "result": "stale"}', "old"), (refusal, cid)])
+    with pytest.raises(ManagementFailed) as raised:
+        await client.call("links.delete", {})
+    assert (raised.value.kind, raised.value.message) == ("NOT_FOUND", "no link")
+
+
+async def test_call_times_out_and_rejects_bad_replies() -> None:
+    client, _ = client_on(lambda request, cid: [], timeout=0.01)
+    with pytest.raises(ManagementFailed) as raised:
+        await client.call("links.list")
+    assert raised.value.kind == "Timeout"
+    assert "no reply from a:5672 to links.list within 0.01 s" in raised.value.message
+    client, _ = client_on(lambda request, cid: [(b"[1]", cid)])
+    with pytest.raises(ManagementFailed) as raised:
+        await client.call("links.list")
+    assert raised.value.kind == "protocol"
+
+
+async def test_connect_reports_client_errors_by_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    @asynccontextmanager
+    async def refused(address: BrokerAddress, timeout: float) -> AsyncIterator[Any]:
+        raise ConnectFailed("Connection refused")
+        yield
+
+    monkeypatch.setattr(management_client, "_client_connect", refused)
+    with pytest.raises(ManagementFailed) as raised:
+        async with ManagementClient.connect(BrokerAddress("a", 5672), 1.0):
+            pass
+    assert str(raised.value) == "ConnectFailed - Connection refused"
+
+
+async def test_connect_unwraps_a_single_failure_from_the_connections_nursery(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Connection:
+        async def channel(self) -> Any:
+            class Channel:
+                async def call(self, method: Any) -> Any:
+                    return commands.Queue.DeclareOk(queue="amq.gen-1")
+
+                async def consume(self, queue: str, no_ack: bool) -> str:
+                    return "ctag"
+
+                def deliveries(self) -> Any:
+                    return FakeChannel(None).deliveries()
+
+            return Channel()
+
+    @asynccontextmanager
+    async def grouping(address: BrokerAddress, timeout: float) -> AsyncIterator[Any]:
+        async with trio.open_nursery() as nursery:
+            nursery.cancel_scope.deadline = trio.current_time() + 60
+            yield Connection()
+            nursery.cancel_scope.cancel()
+
+    monkeypatch.setattr(management_client, "_client_connect", grouping)
+    with pytest.raises(ManagementFailed) as raised:
+        async with ManagementClient.connect(BrokerAddress("a", 5672), 1.0):
+            raise ManagementFailed("NOT_FOUND", "gone")
+    assert str(raised.value) == "NOT_FOUND - gone"
