@@ -62,3 +62,19 @@ class ConnectionClosedByPeer(_ClosedByPeer):
     """The peer closed the whole connection (Connection.Close), e.g. 320 when it shuts down."""
 
     scope = "connection"
+
+
+class PublishNacked(ClientError):
+    """The server refused or lost these publishes (their sequence numbers)."""
+
+    def __init__(self, seqs: list[int]) -> None:
+        super().__init__(f"{len(seqs)} publish(es) nacked: {seqs[:10]}")
+        self.seqs = seqs
+
+
+class ConsumerCancelled(ClientError):
+    """The server cancelled a consumer (its queue was deleted), after the deliveries before it."""
+
+    def __init__(self, consumer_tag: str) -> None:
+        super().__init__(f"consumer {consumer_tag!r} was cancelled by the server")
+        self.consumer_tag = consumer_tag

@@ -1,9 +1,16 @@
 """Sans-I/O AMQP 0-9-1: frames in, events out; calls in, frames out. No sockets, no Trio.
 
-`ServerConnection` is the server side of one connection; `frames` is its codec, `states` its
-state tables, `events` what it reports, `content` the message content it carries.
+`ServerConnection` is the server side of one connection and `ClientConnection` the client
+side (federation's); `frames` is their shared codec, `states` the server's state tables,
+`events` what they report, `content` the message content they carry.
 """
 
+from gateway.wire.client import (
+    ClientConnection as ClientConnection,
+)
+from gateway.wire.client import (
+    ClientState as ClientState,
+)
 from gateway.wire.connection import (
     LocalProtocolError as LocalProtocolError,
 )
@@ -22,7 +29,13 @@ from gateway.wire.events import (
     NEED_DATA as NEED_DATA,
 )
 from gateway.wire.events import (
+    Acked as Acked,
+)
+from gateway.wire.events import (
     ChannelClosed as ChannelClosed,
+)
+from gateway.wire.events import (
+    ChannelClosedByPeer as ChannelClosedByPeer,
 )
 from gateway.wire.events import (
     ChannelCloseRequested as ChannelCloseRequested,
@@ -34,7 +47,13 @@ from gateway.wire.events import (
     ConnectionClosed as ConnectionClosed,
 )
 from gateway.wire.events import (
+    ConnectionClosedByPeer as ConnectionClosedByPeer,
+)
+from gateway.wire.events import (
     ConnectionCloseRequested as ConnectionCloseRequested,
+)
+from gateway.wire.events import (
+    ConnectionOpened as ConnectionOpened,
 )
 from gateway.wire.events import (
     Event as Event,
@@ -43,13 +62,28 @@ from gateway.wire.events import (
     HeartbeatReceived as HeartbeatReceived,
 )
 from gateway.wire.events import (
+    LoginRefused as LoginRefused,
+)
+from gateway.wire.events import (
     LoginRequested as LoginRequested,
+)
+from gateway.wire.events import (
+    MessageDelivered as MessageDelivered,
+)
+from gateway.wire.events import (
+    MessageGot as MessageGot,
 )
 from gateway.wire.events import (
     MessageReceived as MessageReceived,
 )
 from gateway.wire.events import (
+    MessageReturned as MessageReturned,
+)
+from gateway.wire.events import (
     MethodReceived as MethodReceived,
+)
+from gateway.wire.events import (
+    Nacked as Nacked,
 )
 from gateway.wire.events import (
     ProtocolErrorOccurred as ProtocolErrorOccurred,
@@ -67,20 +101,31 @@ from gateway.wire.states import ConnectionState as ConnectionState
 __all__ = [
     "AMQPError",
     "NEED_DATA",
-    "ChannelClosed",
+    "Acked",
     "ChannelCloseRequested",
+    "ChannelClosed",
+    "ChannelClosedByPeer",
     "ChannelOpened",
     "ChannelState",
-    "ConnectionClosed",
+    "ClientConnection",
+    "ClientState",
     "ConnectionCloseRequested",
+    "ConnectionClosed",
+    "ConnectionClosedByPeer",
+    "ConnectionOpened",
     "ConnectionState",
     "Content",
     "Event",
     "HeartbeatReceived",
     "LocalProtocolError",
+    "LoginRefused",
     "LoginRequested",
+    "MessageDelivered",
+    "MessageGot",
     "MessageReceived",
+    "MessageReturned",
     "MethodReceived",
+    "Nacked",
     "Negotiated",
     "ProtocolErrorOccurred",
     "ProtocolHeaderRejected",

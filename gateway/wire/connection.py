@@ -44,10 +44,8 @@ from gateway.wire.errors import (
     AMQPError,
     channel_error,
     command_invalid,
-    frame_error,
     not_allowed,
     precondition_failed,
-    syntax_error,
     unexpected_frame,
 )
 from gateway.wire.events import (
@@ -82,9 +80,6 @@ from gateway.wire.states import (
 
 NextEvent = Event | NeedData
 
-_KNOWN_FRAME_TYPES = frozenset(
-    {frames.FRAME_METHOD, frames.FRAME_HEADER, frames.FRAME_BODY, frames.FRAME_HEARTBEAT}
-)
 _CONNECTION_CLASS = commands.Connection.frame_id
 _START_OK_IDS = (_CONNECTION_CLASS, commands.Connection.StartOk.frame_id)
 #: Methods the broker must not send through `send_method`: they change state kept here.
@@ -96,7 +91,6 @@ _STATEFUL_CHANNEL_METHODS = frozenset(
         commands.Channel.CloseOk,
     }
 )
-_unpack_frame_header = frames.FRAME_HEADER_STRUCT.unpack_from
 
 
 class LocalProtocolError(Exception):
@@ -136,6 +130,60 @@ def default_server_properties() -> dict[str, Any]:
     }
 
 
+class FrameIO:
+    """The byte plumbing both roles share, h11 style: `receive_data` buffers what the socket
+    produced (a bytearray and a read offset, compacted once per read), `data_to_send` hands
+    over everything queued. Subclasses parse `_buffer` from `_pos`, and `_input_wanted` says
+    when further input is pointless (the connection is over)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._desynced = False  # framing is lost: input is discarded from now on
+        self._out: list[bytes] = []
+        self._out_size = 0
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the socket; b"" means the peer closed its side."""
+        if self._eof:
+            raise LocalProtocolError("receive_data() after the peer's EOF")
+        if not data:
+            self._eof = True
+        elif not self._desynced and self._input_wanted():
+            if self._pos:  # compact once per read, not once per frame
+                del self._buffer[: self._pos]
+                self._pos = 0
+            self._buffer += data
+
+    def _input_wanted(self) -> bool:
+        raise NotImplementedError
+
+    def _desync(self) -> None:
+        """Framing is lost: nothing more can be read."""
+        self._desynced = True
+        self._buffer.clear()
+        self._pos = 0
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer, and forget it."""
+        out = self._out
+        if not out:
+            return b""
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        self._out_size = 0
+        return data
+
+    def pending_output(self) -> int:
+        """Bytes queued and not yet taken by `data_to_send` (for back-pressure)."""
+        return self._out_size
+
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_size += len(data)
+
+
 class _PeerError(Exception):
     """Internal: the peer broke the protocol. `desync` means framing is lost for good."""
 
@@ -161,7 +209,7 @@ class _Channel:
         self.chunks: list[bytearray] = []
 
 
-class ServerConnection:
+class ServerConnection(FrameIO):
     """One client connection, server role. See the module docstring for the theory.
 
     Args:
@@ -204,26 +252,12 @@ class ServerConnection:
         self._channel_max = channel_max
         self._max_message_size = max_message_size
         self._channels: dict[int, _Channel] = {}
-        self._buffer = bytearray()
-        self._pos = 0
-        self._eof = False
-        self._desynced = False
-        self._out: list[bytes] = []
-        self._out_size = 0
+        super().__init__()
 
     # ------------------------------------------------------------------ input
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket; b"" means the peer closed its side."""
-        if self._eof:
-            raise LocalProtocolError("receive_data() after the peer's EOF")
-        if not data:
-            self._eof = True
-        elif not self._desynced and self.state is not ConnectionState.CLOSED:
-            if self._pos:  # compact once per read, not once per frame
-                del self._buffer[: self._pos]
-                self._pos = 0
-            self._buffer += data
+    def _input_wanted(self) -> bool:
+        return self.state is not ConnectionState.CLOSED
 
     def next_event(self) -> NextEvent:
         """The next event, or NEED_DATA. Never raises for the peer's mistakes."""
@@ -247,23 +281,13 @@ class ServerConnection:
             return self._read_protocol_header()
         buf = self._buffer
         pos = self._pos
-        if len(buf) - pos < 7:
+        try:
+            frame = frames.peek_frame(buf, pos, self._frame_max)
+        except AMQPError as error:
+            raise _PeerError(error, desync=True) from None
+        if frame is None:
             return self._no_frame()
-        frame_type, channel, size = _unpack_frame_header(buf, pos)
-        if frame_type not in _KNOWN_FRAME_TYPES:
-            raise _PeerError(frame_error(f"unknown frame type {frame_type}"), desync=True)
-        if size > self._frame_max - frames.FRAME_OVERHEAD:
-            raise _PeerError(
-                frame_error(
-                    f"frame of {size} bytes on channel {channel} exceeds frame_max {self._frame_max} minus 8"
-                ),
-                desync=True,
-            )
-        end = pos + 7 + size
-        if len(buf) <= end:
-            return self._no_frame()
-        if buf[end] != frames.FRAME_END:
-            raise _PeerError(frame_error(f"frame-end octet is {buf[end]:#x}, not 0xce"), desync=True)
+        frame_type, channel, end = frame
         self._pos = end + 1
         payload = buf[pos + 7 : end]
         if frame_type == frames.FRAME_METHOD:
@@ -276,10 +300,7 @@ class ServerConnection:
             return self._on_body(channel, payload)
         if frame_type == frames.FRAME_HEADER:
             return self._on_header(channel, payload)
-        if channel:
-            raise _PeerError(frame_error(f"heartbeat frame on channel {channel}"))
-        if size:
-            raise _PeerError(frame_error(f"heartbeat frame with a {size}-byte payload"))
+        frames.check_heartbeat(channel, len(payload))
         return HeartbeatReceived()
 
     def _no_frame(self) -> NextEvent:
@@ -458,22 +479,10 @@ class ServerConnection:
     def _next_frame(self, frame_type: int, channel: int) -> bytearray | None:
         """Consume the buffered frame and return its payload if it is whole, of `frame_type`,
         on `channel` and within frame_max; otherwise leave it for `_step` and return None."""
-        buf = self._buffer
-        pos = self._pos
-        if len(buf) - pos < 7:
-            return None
-        kind, number, size = _unpack_frame_header(buf, pos)
-        end = pos + 7 + size
-        if (
-            kind != frame_type
-            or number != channel
-            or size > self._frame_max - frames.FRAME_OVERHEAD
-            or len(buf) <= end
-            or buf[end] != frames.FRAME_END
-        ):
-            return None
-        self._pos = end + 1
-        return buf[pos + 7 : end]
+        payload = frames.take_frame(self._buffer, self._pos, frame_type, channel, self._frame_max)
+        if payload is not None:
+            self._pos += len(payload) + frames.FRAME_OVERHEAD
+        return payload
 
     def _on_header(self, channel: int, payload: bytearray) -> NextEvent | None:
         ch = self._content_channel(channel, ContentHeader)
@@ -483,13 +492,7 @@ class ServerConnection:
 
     def _take_header(self, channel: int, ch: _Channel, payload: bytearray) -> MessageReceived | None:
         """The content header of the publish awaited on `ch`; the message if it has no body."""
-        class_id, body_size, properties = frames.decode_content_header(payload)
-        if class_id != frames.BASIC_CLASS:
-            raise _PeerError(
-                unexpected_frame(
-                    f"content header for class {class_id}, expected class 60", commands.Basic.Publish
-                )
-            )
+        body_size, content = frames.decode_basic_header(payload, commands.Basic.Publish)
         if body_size > self._max_message_size:
             raise _PeerError(
                 precondition_failed(
@@ -498,13 +501,6 @@ class ServerConnection:
                 ),
                 channel,
             )
-        content = Content(properties, b"")
-        try:
-            content.delivery_mode  # noqa: B018 - walks the properties once; the broker needs them
-        except ValueError as exc:
-            raise _PeerError(
-                syntax_error(f"content header properties: {exc}", commands.Basic.Publish)
-            ) from None
         if not body_size:
             return self._message(channel, ch, content)
         ch.content = content
@@ -521,13 +517,7 @@ class ServerConnection:
     def _take_body(self, channel: int, ch: _Channel, payload: bytearray) -> MessageReceived | None:
         """A body frame of the publish awaited on `ch`; the message once the body is whole."""
         size = len(payload)
-        if size > ch.remaining:
-            raise _PeerError(
-                unexpected_frame(
-                    f"content body frame of {size} bytes exceeds the {ch.remaining} bytes remaining",
-                    commands.Basic.Publish,
-                )
-            )
+        frames.check_body_frame(size, ch.remaining, commands.Basic.Publish)
         ch.chunks.append(payload)
         ch.remaining -= size
         if ch.remaining:
@@ -549,9 +539,7 @@ class ServerConnection:
     def _on_peer_error(self, exc: _PeerError) -> Event | None:
         """Queue the Close the spec asks for and describe it, once per closing."""
         if exc.desync:
-            self._desynced = True
-            self._buffer.clear()
-            self._pos = 0
+            self._desync()
         error = exc.error
         if self.state is ConnectionState.CLOSING:
             return None  # already closing: the peer's further mistakes change nothing
@@ -562,24 +550,6 @@ class ServerConnection:
         return ProtocolErrorOccurred(error, 0)
 
     # ------------------------------------------------------------------ output
-
-    def data_to_send(self) -> bytes:
-        """Everything queued for the peer, and forget it."""
-        out = self._out
-        if not out:
-            return b""
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        self._out_size = 0
-        return data
-
-    def pending_output(self) -> int:
-        """Bytes queued and not yet taken by `data_to_send` (for back-pressure)."""
-        return self._out_size
-
-    def _queue(self, data: bytes) -> None:
-        self._out.append(data)
-        self._out_size += len(data)
 
     def _send_connection_method(self, method: base.Frame) -> None:
         next_state = CONNECTION_OUTGOING.get(self.state, {}).get(type(method))
@@ -632,7 +602,7 @@ class ServerConnection:
             return
         self._send_connection_method(
             commands.Connection.Close(
-                error.reply_code, _truncate(error.reply_text), error.class_id, error.method_id
+                error.reply_code, frames.truncate_shortstr(error.reply_text), error.class_id, error.method_id
             )
         )
 
@@ -652,7 +622,7 @@ class ServerConnection:
         if ch is None or ch.state is ChannelState.CLOSING:
             return
         close = commands.Channel.Close(
-            error.reply_code, _truncate(error.reply_text), error.class_id, error.method_id
+            error.reply_code, frames.truncate_shortstr(error.reply_text), error.class_id, error.method_id
         )
         self._queue(frames.encode_method(channel, close))
         ch.state = ChannelState.CLOSING
@@ -747,7 +717,7 @@ class ServerConnection:
                 frames.encode_return(
                     channel,
                     reply_code,
-                    _truncate(reply_text),
+                    frames.truncate_shortstr(reply_text),
                     exchange,
                     routing_key,
                     content,
@@ -763,7 +733,9 @@ class ServerConnection:
     def send_blocked(self, reason: str) -> None:
         """Queue Connection.Blocked if the client announced the connection.blocked capability."""
         if self._may_block():
-            self._queue(frames.encode_method(0, commands.Connection.Blocked(_truncate(reason))))
+            self._queue(
+                frames.encode_method(0, commands.Connection.Blocked(frames.truncate_shortstr(reason)))
+            )
 
     def send_unblocked(self) -> None:
         """Queue Connection.Unblocked, under the same condition as `send_blocked`."""
@@ -772,9 +744,3 @@ class ServerConnection:
 
     def _may_block(self) -> bool:
         return self.client_capabilities.get("connection.blocked") is True and not self._handshake_gone()
-
-
-def _truncate(text: str) -> str:
-    """Cut text to a shortstr's 255 bytes without splitting a UTF-8 sequence."""
-    data = text.encode()
-    return text if len(data) <= 255 else data[:255].decode(errors="ignore")

@@ -1,8 +1,10 @@
-"""What `ServerConnection.next_event()` returns: frozen, slotted dataclasses, h11 style.
+"""What `ServerConnection.next_event()` and `ClientConnection.next_event()` return: frozen,
+slotted dataclasses, h11 style.
 
 Events carry decoded values only; the connection has already answered whatever the protocol
-answers by itself (Channel.Open-Ok, Close-Ok, the Close for a peer's mistake), so the server
-only has to act on the meaning.
+answers by itself (Channel.Open-Ok, Close-Ok, the Close for a peer's mistake), so the code
+driving it only has to act on the meaning. Events both roles report come first; then the
+server's, then the client's.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class ProtocolHeaderRejected(Event):
-    """The peer did not open with AMQP 0-9-1's header; ours is queued, and the connection is over."""
+    """The peer does not speak AMQP 0-9-1: `received` is what it sent instead of the protocol
+    header (server role: ours is queued) or of Connection.Start (client role: usually the
+    server's own protocol header). The connection is over."""
 
     received: bytes
 
@@ -65,7 +69,8 @@ class VhostRequested(Event):
 
 @dataclass(frozen=True, slots=True)
 class ChannelOpened(Event):
-    """Channel.Open; Open-Ok is already queued."""
+    """Server role: the client opened a channel and Open-Ok is queued. Client role: the server's
+    Open-Ok arrived."""
 
     channel: int
 
@@ -79,14 +84,16 @@ class ChannelCloseRequested(Event):
 
 @dataclass(frozen=True, slots=True)
 class ChannelClosed(Event):
-    """The client acknowledged our Channel.Close; the id is free again."""
+    """The peer acknowledged our Channel.Close; the id is free again."""
 
     channel: int
 
 
 @dataclass(frozen=True, slots=True)
 class MethodReceived(Event):
-    """Any other client method on an open channel, as a pamqp object (Basic.Ack included)."""
+    """Any other method, as a pamqp object. Server role: a client method on an open channel
+    (Basic.Ack included). Client role: replies and notifications (Basic.Cancel, Channel.Flow,
+    already answered; Connection.Blocked / Unblocked on channel 0)."""
 
     channel: int
     method: base.Frame
@@ -119,7 +126,8 @@ class ConnectionCloseRequested(Event):
 
 @dataclass(frozen=True, slots=True)
 class ConnectionClosed(Event):
-    """The connection is over: our Close was acknowledged, or the socket reached EOF."""
+    """The connection is over: our Close was acknowledged (or crossed), or the socket reached
+    EOF. After any terminal event `next_event()` returns this forever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +136,103 @@ class ProtocolErrorOccurred(Event):
 
     `channel` is 0 when the error closes the connection (`error.connection_level`, or any error
     on channel 0): the server should then stop feeding the broker and wait, bounded, for
-    `ConnectionClosed`. Otherwise only that channel is closing.
+    `ConnectionClosed`. Otherwise only that channel is closing. The client role detects only
+    connection-level errors.
     """
 
     error: AMQPError
     channel: int
+
+
+# ---------------------------------------------------------------- client role
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionOpened(Event):
+    """Connection.Open-Ok: the handshake is over and channels may be opened."""
+
+    server_properties: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LoginRefused(Event):
+    """Connection.Close 403 during the handshake (bad credentials, with RabbitMQ's
+    authentication_failure_close); Close-Ok is queued and the connection is over.
+
+    Kept apart from `ConnectionClosedByPeer` because retrying cannot help.
+    """
+
+    reply_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosedByPeer(Event):
+    """The server closed the connection; Close-Ok is queued and the connection is over."""
+
+    reply_code: int
+    reply_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelClosedByPeer(Event):
+    """The server closed a channel; Close-Ok is queued and the id is free again."""
+
+    channel: int
+    reply_code: int
+    reply_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDelivered(Event):
+    """Basic.Deliver with its whole content: a message for one of our consumers."""
+
+    channel: int
+    consumer_tag: str
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    content: Content
+
+
+@dataclass(frozen=True, slots=True)
+class MessageGot(Event):
+    """Basic.Get-Ok with its whole content (Basic.Get-Empty is a `MethodReceived`)."""
+
+    channel: int
+    delivery_tag: int
+    redelivered: bool
+    exchange: str
+    routing_key: str
+    message_count: int
+    content: Content
+
+
+@dataclass(frozen=True, slots=True)
+class MessageReturned(Event):
+    """Basic.Return with its whole content: a mandatory publish nobody could take."""
+
+    channel: int
+    reply_code: int
+    reply_text: str
+    exchange: str
+    routing_key: str
+    content: Content
+
+
+@dataclass(frozen=True, slots=True)
+class Acked(Event):
+    """A publisher confirm: publishes up to `delivery_tag` (all, if `multiple`) are safe."""
+
+    channel: int
+    delivery_tag: int
+    multiple: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Nacked(Event):
+    """A negative publisher confirm: the server lost or refused those publishes."""
+
+    channel: int
+    delivery_tag: int
+    multiple: bool

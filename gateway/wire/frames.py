@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pamqp import base, commands, encode
 
 from gateway.wire.content import Content
-from gateway.wire.errors import not_implemented, syntax_error
+from gateway.wire.errors import frame_error, not_implemented, syntax_error, unexpected_frame
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 
@@ -38,9 +38,13 @@ HEARTBEAT_FRAME = FRAME_HEADER_STRUCT.pack(FRAME_HEARTBEAT, 0, 0) + bytes((FRAME
 BASIC_CLASS = 60
 PUBLISH_INDEX = commands.Basic.Publish.index
 ACK_INDEX = commands.Basic.Ack.index
+DELIVER_INDEX = commands.Basic.Deliver.index
+
+_KNOWN_FRAME_TYPES = frozenset({FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT})
 
 _END = bytes((FRAME_END,))
 _pack_frame_header = FRAME_HEADER_STRUCT.pack
+_unpack_frame_header = FRAME_HEADER_STRUCT.unpack_from
 # The previous frame's end octet, then type, channel, size, class id, weight, body size: a
 # content header frame up to its properties, packed together with what precedes it.
 _pack_end_content_header = struct.Struct(">BBHIHHQ").pack
@@ -49,7 +53,7 @@ _pack_end_frame_header = struct.Struct(">BBHI").pack
 _unpack_content_header = struct.Struct(">HHQ").unpack_from
 _unpack_index = struct.Struct(">I").unpack_from
 _pack_index = struct.Struct(">I").pack
-_unpack_ack = struct.Struct(">QB").unpack_from
+_unpack_tag_bit = struct.Struct(">QB").unpack_from
 _pack_tag_bit = struct.Struct(">QB").pack
 # A whole Basic.Ack frame: type, channel, size, method index, delivery tag, multiple, end.
 _pack_ack_frame = struct.Struct(">BHIIQBB").pack
@@ -63,6 +67,62 @@ M = TypeVar("M", bound=base.Frame)
 _DELIVER = _pack_index(commands.Basic.Deliver.index)
 _GET_OK = _pack_index(commands.Basic.GetOk.index)
 _RETURN = _pack_index(commands.Basic.Return.index)
+# Basic.Publish's method index and its reserved ticket (always 0).
+_PUBLISH = _pack_index(PUBLISH_INDEX) + bytes(2)
+
+
+def peek_frame(buf: bytearray, pos: int, frame_max: int) -> tuple[int, int, int] | None:
+    """The (type, channel, end) of the frame starting at `pos`, or None until all of it is
+    buffered; `end` is the offset of its frame-end octet, so the payload is buf[pos + 7:end].
+
+    Error handling: the frame header is checked before its payload is waited for, so a peer
+    cannot make us buffer more than frame_max bytes of one frame. Every error raised here is
+    501 FRAME_ERROR and means framing is lost: nothing after it can be read.
+    """
+    if len(buf) - pos < 7:
+        return None
+    frame_type, channel, size = _unpack_frame_header(buf, pos)
+    if frame_type not in _KNOWN_FRAME_TYPES:
+        raise frame_error(f"unknown frame type {frame_type}")
+    if size > frame_max - FRAME_OVERHEAD:
+        raise frame_error(f"frame of {size} bytes on channel {channel} exceeds frame_max {frame_max} minus 8")
+    end = pos + 7 + size
+    if len(buf) <= end:
+        return None
+    if buf[end] != FRAME_END:
+        raise frame_error(f"frame-end octet is {buf[end]:#x}, not 0xce")
+    return frame_type, channel, end
+
+
+def take_frame(buf: bytearray, pos: int, frame_type: int, channel: int, frame_max: int) -> bytearray | None:
+    """The payload of the frame at `pos` if it is whole, of `frame_type`, on `channel` and
+    within frame_max; otherwise None, and the frame is left for `peek_frame` to judge.
+
+    The content fast path: a message's content frames nearly always arrive in the same read
+    as its method, and taking them at once saves a trip through the event loop per frame.
+    The caller advances its offset by len(payload) + FRAME_OVERHEAD.
+    """
+    if len(buf) - pos < 7:
+        return None
+    kind, number, size = _unpack_frame_header(buf, pos)
+    end = pos + 7 + size
+    if (
+        kind != frame_type
+        or number != channel
+        or size > frame_max - FRAME_OVERHEAD
+        or len(buf) <= end
+        or buf[end] != FRAME_END
+    ):
+        return None
+    return buf[pos + 7 : end]
+
+
+def check_heartbeat(channel: int, size: int) -> None:
+    """A heartbeat frame must be on channel 0 and empty (501 otherwise)."""
+    if channel:
+        raise frame_error(f"heartbeat frame on channel {channel}")
+    if size:
+        raise frame_error(f"heartbeat frame with a {size}-byte payload")
 
 
 def method_index(payload: bytes | bytearray) -> int:
@@ -118,7 +178,7 @@ def decode_publish(payload: bytes | bytearray) -> tuple[str, str, bool, bool]:
 def decode_ack(payload: bytes | bytearray) -> commands.Basic.Ack:
     """Basic.Ack from a client (confirming deliveries), without pamqp's generic decoder."""
     try:
-        delivery_tag, bits = _unpack_ack(payload, 4)
+        delivery_tag, bits = _unpack_tag_bit(payload, 4)
     except struct.error:
         raise syntax_error("Basic.Ack is truncated", commands.Basic.Ack) from None
     ack = commands.Basic.Ack.__new__(commands.Basic.Ack)
@@ -133,6 +193,32 @@ def decode_content_header(payload: bytes | bytearray) -> tuple[int, int, bytes]:
         raise syntax_error("content header frame is truncated")
     class_id, _weight, body_size = _unpack_content_header(payload)
     return class_id, body_size, bytes(payload[12:])
+
+
+def decode_basic_header(payload: bytes | bytearray, method: Any) -> tuple[int, Content]:
+    """The content header of a Basic message carried by `method` (Publish, Deliver, Get-Ok,
+    Return): its declared body size and a Content with the properties and an empty body.
+
+    The property section is walked once here, so a truncated one is a 502 on receipt and not
+    an exception later in whoever reads the message; a class other than Basic is a 505.
+    """
+    class_id, body_size, properties = decode_content_header(payload)
+    if class_id != BASIC_CLASS:
+        raise unexpected_frame(f"content header for class {class_id}, expected class 60", method)
+    content = Content(properties, b"")
+    try:
+        content.delivery_mode  # noqa: B018 - the walk (cached for repeated sections)
+    except ValueError as exc:
+        raise syntax_error(f"content header properties: {exc}", method) from None
+    return body_size, content
+
+
+def check_body_frame(size: int, remaining: int, method: Any) -> None:
+    """A body frame may not carry more than the content header declared is still to come."""
+    if size > remaining:
+        raise unexpected_frame(
+            f"content body frame of {size} bytes exceeds the {remaining} bytes remaining", method
+        )
 
 
 def make_method(method_class: type[M], **fields: Any) -> M:
@@ -154,8 +240,7 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
     """A method frame. Unlike pamqp's marshal, skips pamqp's validation (a 127-character limit
     and a character set on names) so the names RabbitMQ accepts can be echoed back."""
     if type(method) is commands.Basic.Ack:  # a publisher confirm: up to one per publish
-        multiple = 1 if method.multiple else 0
-        return _pack_ack_frame(FRAME_METHOD, channel, 13, ACK_INDEX, method.delivery_tag, multiple, FRAME_END)
+        return encode_ack(channel, method.delivery_tag, method.multiple)
     arguments = _encode_arguments(method)
     return b"".join(
         (
@@ -164,6 +249,13 @@ def encode_method(channel: int, method: base.Frame) -> bytes:
             arguments,
             _END,
         )
+    )
+
+
+def encode_ack(channel: int, delivery_tag: int, multiple: bool) -> bytes:
+    """A whole Basic.Ack frame: a publisher confirm from a server, a delivery ack from a client."""
+    return _pack_ack_frame(
+        FRAME_METHOD, channel, 13, ACK_INDEX, delivery_tag, 1 if multiple else 0, FRAME_END
     )
 
 
@@ -197,6 +289,12 @@ _SHORTSTRS: dict[str, bytes] = {}
 _SHORTSTRS_MAX = 4096
 
 
+def truncate_shortstr(text: str) -> str:
+    """Cut text to a shortstr's 255 bytes without splitting a UTF-8 sequence (reply texts)."""
+    data = text.encode()
+    return text if len(data) <= 255 else data[:255].decode(errors="ignore")
+
+
 def _shortstr(value: str) -> bytes:
     """A shortstr's length octet and bytes (cached: see _SHORTSTRS)."""
     encoded = _SHORTSTRS.get(value)
@@ -208,6 +306,37 @@ def _shortstr(value: str) -> bytes:
             _SHORTSTRS.clear()
         encoded = _SHORTSTRS[value] = _LENGTH[len(data)] + data
     return encoded
+
+
+def decode_deliver(payload: bytes | bytearray) -> tuple[str, int, bool, str, str]:
+    """Basic.Deliver's (consumer tag, delivery tag, redelivered, exchange, routing key)."""
+    try:
+        end = 5 + payload[4]
+        consumer_tag = payload[5:end].decode()
+        delivery_tag, bits = _unpack_tag_bit(payload, end)
+        start = end + 10
+        end = start + payload[end + 9]
+        exchange = payload[start:end].decode()
+        start = end + 1
+        end = start + payload[end]
+        routing_key = payload[start:end].decode()
+    except (IndexError, struct.error):
+        raise syntax_error("Basic.Deliver is truncated", commands.Basic.Deliver) from None
+    except UnicodeDecodeError:
+        raise syntax_error(
+            "Basic.Deliver has a name that is not valid UTF-8", commands.Basic.Deliver
+        ) from None
+    if end != len(payload):  # a slice never fails, so the last string's length is checked here
+        raise syntax_error("Basic.Deliver is truncated or too long", commands.Basic.Deliver)
+    return consumer_tag, delivery_tag, bool(bits & 1), exchange, routing_key
+
+
+def encode_publish(
+    channel: int, exchange: str, routing_key: str, mandatory: bool, content: Content, frame_max: int
+) -> bytes:
+    """Basic.Publish and its content frames (immediate is always off: RabbitMQ refuses it)."""
+    method = b"".join((_PUBLISH, _shortstr(exchange), _shortstr(routing_key), _LENGTH[1 if mandatory else 0]))
+    return _with_content(channel, method, content, frame_max)
 
 
 def encode_deliver(

@@ -1,0 +1,67 @@
+"""BrokerAddress.parse: the qpid-route address grammar, and errors that name the problem."""
+
+from __future__ import annotations
+
+import pytest
+
+from federation.address import BrokerAddress
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("localhost", BrokerAddress("localhost", 5672, "guest", "guest")),
+        ("10.0.0.1:5673", BrokerAddress("10.0.0.1", 5673)),
+        ("admin/s3cret@broker-b:5674", BrokerAddress("broker-b", 5674, "admin", "s3cret")),
+        ("admin/s3cret@broker-b", BrokerAddress("broker-b", 5672, "admin", "s3cret")),
+        ("u/p@ss/w@rd@host", BrokerAddress("host", 5672, "u", "p@ss/w@rd")),
+        ("u/@host", BrokerAddress("host", 5672, "u", "")),
+        ("[::1]:5673", BrokerAddress("::1", 5673)),
+        ("[fe80::1]", BrokerAddress("fe80::1", 5672)),
+        ("u/p@[::1]:1", BrokerAddress("::1", 1, "u", "p")),
+    ],
+)
+def test_parse(text: str, expected: BrokerAddress) -> None:
+    assert BrokerAddress.parse(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "broker address '' is empty or contains whitespace"),
+        ("host :5672", "broker address 'host :5672' is empty or contains whitespace"),
+        (
+            "amqp://guest:guest@host",
+            "broker address 'amqp://guest:guest@host' is a URL; write [user/password@]host[:port]",
+        ),
+        ("user@host", "broker address 'user@host': credentials must be user/password"),
+        ("/pw@host", "broker address '/pw@host' has an empty user name"),
+        ("u/p@", "broker address 'u/p@' has no host"),
+        (":5672", "broker address ':5672' has no host"),
+        ("host:http", "broker address 'host:http' has port 'http', which is not a number"),
+        ("host:", "broker address 'host:' has an empty port"),
+        ("host:0", "broker address 'host:0' has port 0, outside 1..65535"),
+        ("host:65536", "broker address 'host:65536' has port 65536, outside 1..65535"),
+        ("::1", "broker address '::1': write IPv6 addresses in brackets, as in [::1]:5672"),
+        ("[::1", "broker address '[::1' has an IPv6 address without its closing ']'"),
+        ("[::1]5672", "broker address '[::1]5672' has '5672' after the IPv6 address"),
+        ("[]:5672", "broker address '[]:5672' has no host"),
+    ],
+)
+def test_bad_addresses_name_the_problem(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        BrokerAddress.parse(text)
+    assert str(caught.value) == message
+
+
+def test_str_is_host_port_without_credentials() -> None:
+    address = BrokerAddress.parse("admin/s3cret@broker-b:5674")
+    assert str(address) == "broker-b:5674"
+    assert str(BrokerAddress.parse("[::1]:5673")) == "[::1]:5673"
+    assert "s3cret" not in repr(address)
+
+
+def test_frozen() -> None:
+    address = BrokerAddress("h")
+    with pytest.raises(AttributeError):
+        address.port = 1  # type: ignore[misc]
