@@ -17,7 +17,11 @@ def dead_letter_content(message: Message, queue: str, reason: str, now: float) -
     (kept as original-expiration) so the message does not expire again at once.
     """
     content = message.content
-    headers: dict[str, Any] = dict(content.headers or {})
+    try:
+        headers: dict[str, Any] = dict(content.headers or {})
+    except ValueError:
+        # A table we cannot decode cannot get an x-death entry; the message still moves on.
+        return content
     deaths = [dict(death) for death in headers.get("x-death") or () if isinstance(death, dict)]
     for index, death in enumerate(deaths):
         if death.get("queue") == queue and death.get("reason") == reason:
@@ -47,7 +51,10 @@ def dead_letter_content(message: Message, queue: str, reason: str, now: float) -
 def would_cycle(content: Content, queue: str) -> bool:
     """True if delivering to `queue` closes a dead-letter cycle with no client rejection in
     it: RabbitMQ drops such messages instead of looping forever."""
-    deaths = (content.headers or {}).get("x-death") or []
+    try:
+        deaths = (content.headers or {}).get("x-death") or []
+    except ValueError:
+        return False
     seen = False
     for death in deaths:
         if not isinstance(death, dict):

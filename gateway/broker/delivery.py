@@ -152,6 +152,10 @@ def channel_flow(session: Session, channel: Channel, method: commands.Channel.Fl
         channel.redispatch()
 
 
+def client_answer(session: Session, channel: Channel, method: object) -> None:
+    """A client's Cancel-Ok or Flow-Ok answering one we sent: nothing is left to do."""
+
+
 HANDLERS: dict[type, Handler] = {
     commands.Basic.Qos: basic_qos,
     commands.Basic.Consume: basic_consume,
@@ -167,4 +171,6 @@ HANDLERS: dict[type, Handler] = {
     commands.Tx.Commit: tx_commit,
     commands.Tx.Rollback: tx_rollback,
     commands.Channel.Flow: channel_flow,
+    commands.Basic.CancelOk: client_answer,
+    commands.Channel.FlowOk: client_answer,
 }

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.routing import Matcher, matcher_for
 from gateway.wire.content import Content
+from gateway.wire.errors import syntax_error
 
 if TYPE_CHECKING:
     from gateway.broker.queue import Queue
@@ -80,7 +81,7 @@ def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
             destinations = (queue,) if queue is not None else ()
         else:
             destinations = exchange.matcher.match(
-                routing_key, content.headers if exchange.uses_headers else None
+                routing_key, _headers(content) if exchange.uses_headers else None
             )
         if not destinations and exchange.alternate is not None:
             alternate = vhost.exchanges.get(exchange.alternate)
@@ -95,3 +96,12 @@ def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
             else:
                 found.add(destination)
     return found
+
+
+def _headers(content: Content) -> dict[str, Any] | None:
+    """The headers a headers exchange matches on; a table that cannot be decoded is the
+    publisher's syntax error (the wire layer accepts it undecoded, for speed)."""
+    try:
+        return content.headers
+    except ValueError as exc:
+        raise syntax_error(f"malformed headers table in message properties: {exc}") from None

@@ -295,7 +295,9 @@ class Queue:
             ready.extend(merged)
         if self.watched and ready[0].expires_at is not None:
             self.vhost.broker.watch(self, ready[0].expires_at)
-        if self.limited:
+        # Like RabbitMQ: requeued messages are let back in whatever the limit; only drop-head
+        # then trims from the head. reject-publish refuses publishes, never a requeue.
+        if self.limited and self.options.overflow == "drop-head":
             self._drop_over_limit()
         self.dispatch()
 

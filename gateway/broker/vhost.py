@@ -15,6 +15,7 @@ from gateway.broker.names import STANDARD_EXCHANGES
 from gateway.broker.queue import Queue
 from gateway.routing import freeze
 from gateway.wire.content import Content
+from gateway.wire.errors import AMQPError
 
 if TYPE_CHECKING:
     from gateway.broker.broker import Broker
@@ -77,7 +78,16 @@ class VHost:
         for message in messages:
             content = dead_letter_content(message, queue.name, reason, now)
             routing_key = options.dead_letter_routing_key or message.routing_key
-            targets = [q for q in route(exchange, routing_key, content) if not would_cycle(content, q.name)]
+            try:
+                reached = route(exchange, routing_key, content)
+            except AMQPError:
+                # Only a headers exchange fails here, on a table it cannot decode; nobody
+                # published this message now, so there is no one to tell: it is dropped.
+                continue
+            # Without a readable x-death history (content left unchanged) only the direct
+            # cycle back into the same queue can be seen; it must still not loop.
+            unmarked = content is message.content
+            targets = [q for q in reached if not (would_cycle(content, q.name) or (unmarked and q is queue))]
             if not targets:
                 continue
             message_id = broker.next_message_id

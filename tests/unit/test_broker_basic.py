@@ -381,3 +381,12 @@ def test_auto_delete_queue_deleted_on_cancel_keeps_unacked_ackable():
     c.call(commands.Basic.Cancel(consumer_tag="a"))
     assert "q" not in c.session.vhost.queues
     c.ack(1)
+
+
+def test_client_answers_to_server_cancel_and_flow_are_accepted():
+    c = setup("q")
+    c.consume("q", tag="t1")
+    c.outbox.take()
+    assert c.call(commands.Basic.CancelOk("t1")) is None
+    assert c.call(commands.Channel.FlowOk(active=True)) is None
+    assert c.outbox.take() == []

@@ -1,7 +1,10 @@
+import struct
+
 import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
+from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
 
 from .broker_fakes import Client, FakeClock
@@ -475,3 +478,58 @@ def test_tick_reports_deadlines_of_messages_dead_lettered_while_expiring():
     clock.advance(1)
     assert broker.tick() == pytest.approx(clock.now + 5)
     assert [e.message.content.body for e in broker.vhosts["/"].queues["second"].ready] == [b"x"]
+
+
+def test_requeue_into_a_full_reject_publish_queue_keeps_the_message():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    c.publish("", "q", b"m1")
+    first = c.get("q")
+    c.publish("", "q", b"m2")
+    c.call(commands.Basic.Nack(first.delivery_tag, requeue=True))
+    assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"m1", b"m2"]
+
+
+def _undecodable_headers(body: bytes = b"m") -> Content:
+    """A content header whose table holds a field type no decoder knows ('Z')."""
+    entries = b"\x01kZ\x00"
+    return Content(struct.pack(">H", 1 << 13) + struct.pack(">I", len(entries)) + entries, body)
+
+
+def test_undecodable_headers_through_a_headers_exchange_are_a_syntax_error():
+    c = Client(Broker())
+    c.declare("q")
+    c.bind("q", "amq.headers", arguments={"x-match": "any", "k": 1})
+    with pytest.raises(AMQPError) as raised:
+        c.session.handle_publish(c.ch, "amq.headers", "", False, False, _undecodable_headers())
+    assert raised.value.reply_code == 502 and raised.value.connection_level
+    assert isinstance(c.get("q"), commands.Basic.GetEmpty)
+
+
+def test_undecodable_headers_are_dead_lettered_unchanged_on_expiry_and_reject():
+    clock = FakeClock()
+    c = Client(Broker(clock=clock))
+    c.declare("dead")
+    c.declare("loop", arguments={"x-message-ttl": 100, "x-dead-letter-exchange": ""})
+    for name in ("q", "r"):
+        c.declare(
+            name,
+            arguments={
+                "x-message-ttl": 100,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "dead",
+            },
+        )
+    c.session.handle_publish(c.ch, "", "q", False, False, _undecodable_headers(b"expired"))
+    c.session.handle_publish(c.ch, "", "r", False, False, _undecodable_headers(b"rejected"))
+    c.session.handle_publish(c.ch, "", "loop", False, False, _undecodable_headers(b"looping"))
+    got = c.get("r")
+    c.call(commands.Basic.Reject(got.delivery_tag, requeue=False))
+    clock.advance(1)
+    c.broker.tick()
+    clock.advance(1)
+    c.broker.tick()
+    bodies = sorted(c.get("dead", no_ack=True).body for _ in range(2))
+    assert bodies == [b"expired", b"rejected"]
+    assert isinstance(c.get("dead"), commands.Basic.GetEmpty)
+    assert c.call(commands.Queue.Declare(queue="loop", passive=True)).message_count == 0
