@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from gateway.broker.vhost import VHost
 
 
+#: How deep dispatch looks past a head that only no-local consumers are waiting on.
+NO_LOCAL_SCAN = 1000
+
+
 class Queue:
     __slots__ = (
         "vhost",
@@ -204,11 +208,32 @@ class Queue:
                 if self._unwanted_by_owner(head):
                     self._discard([self._take()], None)
                     continue
+                if any(c.no_local for c in self.consumers):
+                    # The head may wait only for a consumer on another connection; what
+                    # others published behind it must not wait with it. Never "stuck": a
+                    # publish from another connection may be deliverable at once.
+                    if self._deliver_behind_head():
+                        continue
+                    return
                 if head.expires_at is None:  # one that expires is worth another look
                     self.stuck = head
                 return
             self._take()
             self._deliver(consumer, head)
+
+    def _deliver_behind_head(self) -> bool:
+        """Deliver the first message after the head that some consumer may take now (no-local
+        keeps the head back); looks at most NO_LOCAL_SCAN entries deep. True if one went."""
+        ready = self.ready
+        for index in range(1, min(len(ready), NO_LOCAL_SCAN)):
+            entry = ready[index]
+            consumer = self._next_consumer(entry)
+            if consumer is not None:
+                del ready[index]
+                self.ready_bytes -= entry.message.size
+                self._deliver(consumer, entry)
+                return True
+        return False
 
     def _unwanted_by_owner(self, entry: Entry) -> bool:
         """An exclusive queue's own no-local consumers will never take the owner's messages."""

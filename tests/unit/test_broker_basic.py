@@ -390,3 +390,18 @@ def test_client_answers_to_server_cancel_and_flow_are_accepted():
     assert c.call(commands.Basic.CancelOk("t1")) is None
     assert c.call(commands.Channel.FlowOk(active=True)) is None
     assert c.outbox.take() == []
+
+
+def test_no_local_head_does_not_hold_back_other_connections_messages():
+    broker = Broker()
+    a = setup("q", broker=broker)
+    a.consume("q", "mine", no_local=True)
+    b = Client(broker)
+    a.publish("", "q", b"own-1")  # waits: only a no-local consumer of its own connection
+    b.publish("", "q", b"from-b-1")
+    a.publish("", "q", b"own-2")
+    b.publish("", "q", b"from-b-2")
+    assert a.bodies() == [b"from-b-1", b"from-b-2"]
+    c = Client(broker)
+    c.consume("q", "other")
+    assert c.bodies() == [b"own-1", b"own-2"]
