@@ -136,17 +136,13 @@ class Broker:
         self._confirm_waiters.discard(channel)
 
     def on_durable(self, ticket: int) -> None:
-        """The store committed everything up to `ticket`: send the confirms that waited for it."""
+        """The store committed everything up to `ticket`: send the confirms and Tx.Commit-Oks
+        that waited for it."""
         if ticket <= self.durable_ticket:
             return
         self.durable_ticket = ticket
         for channel in list(self._confirm_waiters):
-            confirms = channel.confirms
-            if confirms is None:
-                self._confirm_waiters.discard(channel)
-                continue
-            confirms.flush(ticket)
-            if not confirms.pending:
+            if not channel.on_durable(ticket):
                 self._confirm_waiters.discard(channel)
 
     # -- timers -----------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
+
+from pamqp import commands
 
 from gateway.broker.confirms import Confirms
 from gateway.broker.message import Entry
@@ -94,6 +97,7 @@ class Channel:
         "flowing",
         "confirms",
         "tx",
+        "commit_oks",
         "last_queue",
     )
 
@@ -116,11 +120,36 @@ class Channel:
         self.flowing = True
         self.confirms: Confirms | None = None
         self.tx: Transaction | None = None
+        #: Store tickets that committed transactions wait for before their Tx.Commit-Ok.
+        self.commit_oks: deque[int] = deque()
         #: The queue name that '' stands for in later queue methods (the spec's shortcut).
         self.last_queue = ""
 
     def send(self, method: Any) -> None:
         self.outbox.send_method(self.number, method)
+
+    def commit_ok_after(self, ticket: int, durable_ticket: int) -> bool:
+        """Send Tx.Commit-Ok once the store has committed `ticket` (0: nothing to wait for),
+        never before an earlier commit's; True if it has to wait."""
+        if self.commit_oks:
+            ticket = max(ticket, self.commit_oks[-1])
+        if ticket <= durable_ticket:
+            self.send(commands.Tx.CommitOk())
+            return False
+        self.commit_oks.append(ticket)
+        return True
+
+    def on_durable(self, ticket: int) -> bool:
+        """The store committed up to `ticket`: release what waited; True if more still waits."""
+        commit_oks = self.commit_oks
+        while commit_oks and commit_oks[0] <= ticket:
+            commit_oks.popleft()
+            self.send(commands.Tx.CommitOk())
+        confirms = self.confirms
+        if confirms is not None:
+            confirms.flush(ticket)
+            return confirms.pending or bool(commit_oks)
+        return bool(commit_oks)
 
     # -- acknowledgements -------------------------------------------------------------------
 

@@ -118,15 +118,22 @@ def tx_select(session: Session, channel: Channel, method: commands.Tx.Select) ->
 
 
 def tx_commit(session: Session, channel: Channel, method: commands.Tx.Commit) -> None:
-    """Publish the buffered messages in order, then apply the buffered acks/nacks/rejects."""
+    """Publish the buffered messages in order, then apply the buffered acks/nacks/rejects;
+    Commit-Ok follows once what they wrote to the store is committed."""
     tx = _transaction(channel, method)
+    # All or nothing: an exchange deleted since the publish fails the commit before any of it
+    # is applied (the transaction stays open, as after any failed method).
+    targets = [session.find_exchange(name, method) for name, _, _, _ in tx.publishes]
     channel.tx = Transaction()
-    for exchange_name, routing_key, mandatory, content in tx.publishes:
-        exchange = session.find_exchange(exchange_name, method)
+    for exchange, (_, routing_key, mandatory, content) in zip(targets, tx.publishes, strict=True):
         session.publish(channel, exchange, routing_key, mandatory, content)
     for requeue, taken in tx.settlements:
         channel.apply(requeue, taken)
-    channel.send(commands.Tx.CommitOk())
+    # Commit-Ok promises durability, as RabbitMQ's does: wait for the store if it has writes.
+    store = session.broker.store
+    ticket = store.ticket() if store is not None and store.pending else 0
+    if channel.commit_ok_after(ticket, session.broker.durable_ticket):
+        session.broker.wait_for_durable(channel)
 
 
 def tx_rollback(session: Session, channel: Channel, method: commands.Tx.Rollback) -> None:

@@ -115,11 +115,16 @@ class FakeStore:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
         self.batch = 1
+        self.pending = False
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith(("put_", "delete_", "add_", "remove_", "mark_")):
-            return lambda *args: self.calls.append((name, *args))
+            return lambda *args: self._record(name, *args)
         raise AttributeError(name)
+
+    def _record(self, name: str, *args: Any) -> None:
+        self.calls.append((name, *args))
+        self.pending = True
 
     def ticket(self) -> int:
         return self.batch
@@ -127,6 +132,7 @@ class FakeStore:
     def commit(self) -> int:
         done = self.batch
         self.batch += 1
+        self.pending = False
         return done
 
     def named(self, name: str) -> list[tuple[Any, ...]]:

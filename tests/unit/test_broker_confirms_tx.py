@@ -230,3 +230,48 @@ def test_tx_publish_to_unknown_exchange_fails_at_publish():
     with pytest.raises(AMQPError) as info:
         c.publish("nope", "k")
     assert info.value.reply_code == 404
+
+
+def test_tx_commit_ok_waits_for_the_store_when_the_transaction_wrote_to_it():
+    store = FakeStore()
+    broker = Broker(store=store)
+    c = Client(broker)
+    c.declare("durable", durable=True)
+    store.commit()
+    broker.on_durable(store.batch - 1)
+    c.call(commands.Tx.Select())
+    c.publish("", "durable", b"persistent", delivery_mode=2)
+    c.session.handle_method(c.ch, commands.Tx.Commit())
+    assert c.outbox.methods(commands.Tx.CommitOk) == []
+    # A second commit with nothing to store still answers after the first one.
+    c.publish("", "durable", b"transient")
+    c.session.handle_method(c.ch, commands.Tx.Commit())
+    assert c.outbox.methods(commands.Tx.CommitOk) == []
+    broker.on_durable(store.commit())
+    assert len(c.outbox.methods(commands.Tx.CommitOk)) == 2
+
+
+def test_tx_commit_ok_is_immediate_without_store_writes():
+    store = FakeStore()
+    broker = Broker(store=store)
+    c = Client(broker)
+    c.declare("transient-q")
+    c.call(commands.Tx.Select())
+    c.publish("", "transient-q", b"m")
+    assert isinstance(c.call(commands.Tx.Commit()), commands.Tx.CommitOk)
+
+
+def test_tx_commit_to_a_deleted_exchange_applies_nothing():
+    c = Client(Broker())
+    c.declare("q")
+    c.exchange("gone", "fanout")
+    c.bind("q", "gone")
+    c.call(commands.Tx.Select())
+    c.publish("", "q", b"first")
+    c.publish("gone", "", b"second")
+    other = Client(c.broker)
+    other.call(commands.Exchange.Delete(exchange="gone"))
+    with pytest.raises(AMQPError) as raised:
+        c.call(commands.Tx.Commit())
+    assert raised.value.reply_code == 404
+    assert other.call(commands.Queue.Declare(queue="q", passive=True)).message_count == 0
