@@ -96,6 +96,15 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueO
         name = "x-dead-letter-routing-key"
         if "dead_letter_routing_key" in parsed and "dead_letter_exchange" not in parsed:
             raise ValueError("{routing_key_but_no_dlx_defined}")
+        # Accepting these and ignoring them would mislead: say plainly what the node lacks.
+        name = "x-queue-type"
+        if name in arguments and _string(arguments[name]) != "classic":
+            raise ValueError(
+                f"{{unsupported_queue_type,{arguments[name]}}}: only classic queues are supported"
+            )
+        name = "x-max-priority"
+        if name in arguments:
+            raise ValueError("{unsupported}: priority queues are not supported")
     except ValueError as exc:
         raise precondition_failed(f"invalid arg '{name}' for {description}: {exc}") from None
     return QueueOptions(**parsed)

@@ -533,3 +533,20 @@ def test_undecodable_headers_are_dead_lettered_unchanged_on_expiry_and_reject():
     assert bodies == [b"expired", b"rejected"]
     assert isinstance(c.get("dead"), commands.Basic.GetEmpty)
     assert c.call(commands.Queue.Declare(queue="loop", passive=True)).message_count == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "text"),
+    [
+        ({"x-queue-type": "quorum"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': "),
+        ({"x-max-priority": 10}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/': "),
+    ],
+)
+def test_unsupported_queue_features_are_refused_not_ignored(arguments, text):
+    c = Client(Broker())
+    with pytest.raises(AMQPError) as raised:
+        c.declare("q", arguments=arguments)
+    assert raised.value.reply_code == 406
+    assert raised.value.reply_text.startswith("PRECONDITION_FAILED - " + text)
+    c2 = Client(Broker())
+    assert c2.declare("q", arguments={"x-queue-type": "classic"}).queue == "q"
