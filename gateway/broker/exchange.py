@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.routing import Matcher, matcher_for
 from gateway.wire.content import Content
@@ -29,6 +29,7 @@ class Exchange:
         "is_default",
         "sources",
         "deleted",
+        "federation",
     )
 
     def __init__(
@@ -58,17 +59,37 @@ class Exchange:
         #: Bindings where this exchange is the destination: identity -> (source, key, arguments).
         self.sources: dict[tuple[str, str, Hashable], tuple[Exchange, str, dict[str, Any]]] = {}
         self.deleted = False
+        #: Set by dynamic routing: told about queue bindings, and asked about each message.
+        self.federation: ExchangeFederation | None = None
 
     def __repr__(self) -> str:
         return f"<Exchange {self.name!r} {self.type}>"
+
+
+class ExchangeFederation(Protocol):
+    """What dynamic routing attaches to an exchange (federation.dynamic implements it)."""
+
+    def bound(self, key: str, arguments: dict[str, Any]) -> None:
+        """A queue was bound to the exchange: local interest to advertise."""
+
+    def unbound(self, key: str, arguments: dict[str, Any]) -> None:
+        """A queue binding went away."""
+
+    def route(self, routing_key: str, content: Content) -> bool:
+        """Forward the message toward interested nodes; True if it may reach local queues."""
+        ...
 
 
 def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
     """The queues a message published to `start` reaches, each once.
 
     Exchange-to-exchange bindings and alternate exchanges are followed; an exchange is entered
-    at most once per message, so cycles in the graph terminate.
+    at most once per message, so cycles in the graph terminate. A federated exchange first
+    hands the message to its federation, which may keep it from local queues.
     """
+    federation = start.federation
+    if federation is not None and not federation.route(routing_key, content):
+        return set()
     found: set[Any] = set()
     visited: set[Exchange] | None = None
     pending = [start]

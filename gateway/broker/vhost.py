@@ -143,6 +143,8 @@ class VHost:
         if not source.matcher.bind(key, arguments, destination):
             return
         destination.sources[(source.name, key, freeze(arguments))] = (source, key, arguments)
+        if source.federation is not None and isinstance(destination, Queue):
+            source.federation.bound(key, arguments)
         store = self.broker.store
         if persist and store is not None and _durable_binding(source, destination):
             store.put_binding(self.name, source.name, _kind(destination), destination.name, key, arguments)
@@ -161,6 +163,8 @@ class VHost:
         if not source.matcher.unbind(key, arguments, destination):
             return
         destination.sources.pop((source.name, key, freeze(arguments)), None)
+        if source.federation is not None and isinstance(destination, Queue):
+            source.federation.unbound(key, arguments)
         store = self.broker.store
         if store is not None and _durable_binding(source, destination):
             store.delete_binding(self.name, source.name, _kind(destination), destination.name, key, arguments)
