@@ -128,9 +128,14 @@ class InterestTable:
 
     # -- what we tell an upstream ---------------------------------------------------------------
 
-    def adverts_for(self, upstream: str, excludes: Iterable[str] = ()) -> set[Advert]:
+    def advertised(self) -> set[Advert]:
+        """Everything this node could advertise, before per-upstream loop and exclude filters:
+        when it changes, upstreams need fresh adverts."""
+        return self.adverts_for(None)
+
+    def adverts_for(self, upstream: str | None, excludes: Iterable[str] = ()) -> set[Advert]:
         """The complete set of adverts to send to `upstream`, a node this one pulls from."""
-        excluded = {upstream, *excludes}
+        excluded = {*excludes} if upstream is None else {upstream, *excludes}
         adverts = {
             Advert.of(self.node, key, self._local_arguments[(key, identity)], (self.node,))
             for key, identity in self._local

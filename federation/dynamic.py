@@ -1,0 +1,163 @@
+"""Dynamic routing on one node: the interest behind a federated exchange, and the forwarding.
+
+`FederatedExchange` is what the node attaches to an exchange that has dynamic routes (the
+broker calls it through `Exchange.federation`): local queue bindings become interest, adverts
+arriving from downstream nodes fill its InterestTable, and every message published to the
+exchange is forwarded, with its destination set, into the bridge queue of each downstream node
+on a best path (see federation.interest for why this delivers exactly once).
+
+Messages that crossed a route carry two headers:
+- DEST_HEADER: the origins (node tags) the message must still reach; a node delivers to its
+  own queues only if it is one of them.
+- TRACE_HEADER: the nodes it passed, so that a message can never loop, even while paths change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from federation.interest import Advert, InterestTable
+from gateway.broker.message import Message
+from gateway.broker.queue import Queue
+from gateway.broker.vhost import VHost
+from gateway.management import jsonable
+from gateway.wire.content import Content
+
+LOGGER = logging.getLogger("federation.dynamic")
+
+DEST_HEADER = "x-gateway-dest"
+TRACE_HEADER = "x-gateway-trace"
+#: Where a downstream node publishes its adverts (a built-in exchange on every node).
+CONTROL_EXCHANGE = "amq.gateway.federation"
+
+
+class FederatedExchange:
+    """Dynamic routing for one exchange of one vhost on this node."""
+
+    def __init__(self, vhost: VHost, exchange: str, exchange_type: str, tag: str) -> None:
+        self.vhost = vhost
+        self.exchange = exchange
+        self.tag = tag
+        self.table = InterestTable(tag, exchange_type)
+        #: downstream node tag -> the queue on this node it consumes forwarded messages from
+        self.bridges: dict[str, Queue] = {}
+        #: Called whenever what we would advertise upstream may have changed.
+        self.on_change: Callable[[], None] = lambda: None
+        self.looped = 0
+        self.forwarded = 0
+
+    # -- the broker's hook (gateway.broker.exchange.ExchangeFederation) ----------------------
+
+    def bound(self, key: str, arguments: dict[str, Any]) -> None:
+        if self.table.bind_local(key, arguments):
+            self.on_change()
+
+    def unbound(self, key: str, arguments: dict[str, Any]) -> None:
+        if self.table.unbind_local(key, arguments):
+            self.on_change()
+
+    def route(self, routing_key: str, content: Content) -> bool:
+        """Forward toward interested nodes; True if local queues may have the message."""
+        self._drop_gone_bridges()
+        headers = _headers(content)
+        destinations = _tags(headers.get(DEST_HEADER)) if DEST_HEADER in headers else None
+        trace = list(_tags(headers.get(TRACE_HEADER)) or ())
+        if self.tag in trace:
+            self.looped += 1
+            LOGGER.warning("exchange %r: dropped a message that came back to %s", self.exchange, self.tag)
+            return False
+        plan = self.table.forward(routing_key, headers, destinations)
+        if plan:
+            self._forward(plan, routing_key, content, headers, [*trace, self.tag])
+        return self.table.delivers_locally(destinations)
+
+    # -- adverts from downstream nodes ---------------------------------------------------------
+
+    def receive_adverts(self, neighbour: str, bridge: Queue, adverts: set[Advert]) -> None:
+        """A downstream node's complete interest, and the queue it takes our messages from."""
+        before = self.table.advertised()
+        self.bridges[neighbour] = bridge
+        self.table.replace_from(neighbour, adverts)
+        if self.table.advertised() != before:
+            self.on_change()
+
+    def adverts_for(self, upstream: str, excludes: list[str]) -> set[Advert]:
+        return self.table.adverts_for(upstream, excludes)
+
+    def _drop_gone_bridges(self) -> None:
+        """A bridge queue dies with its link's connection: that neighbour's interest goes too."""
+        gone = [neighbour for neighbour, queue in self.bridges.items() if queue.deleted]
+        for neighbour in gone:
+            del self.bridges[neighbour]
+            self.table.forget(neighbour)
+        if gone:
+            self.on_change()
+
+    def _forward(
+        self,
+        plan: dict[str, frozenset[str]],
+        routing_key: str,
+        content: Content,
+        headers: dict[str, Any],
+        trace: list[str],
+    ) -> None:
+        broker = self.vhost.broker
+        for neighbour, origins in plan.items():
+            bridge = self.bridges.get(neighbour)
+            if bridge is None:
+                continue
+            stamped = content.replace(headers={**headers, DEST_HEADER: sorted(origins), TRACE_HEADER: trace})
+            message_id = broker.next_message_id
+            broker.next_message_id = message_id + 1
+            bridge.publish(
+                Message(message_id, self.exchange, routing_key, stamped, stamped.persistent, None, 0)
+            )
+            self.forwarded += 1
+
+
+def _headers(content: Content) -> dict[str, Any]:
+    try:
+        return dict(content.headers or {})
+    except ValueError:
+        return {}
+
+
+def _tags(value: Any) -> frozenset[str] | None:
+    """A header's list of node tags (AMQP arrays may hold bytes or str)."""
+    if not isinstance(value, list):
+        return None
+    return frozenset(item.decode() if isinstance(item, bytes) else str(item) for item in value)
+
+
+# -- the control message: a downstream node's adverts, as JSON --------------------------------
+
+
+def encode_adverts(exchange: str, sender: str, bridge_queue: str, adverts: set[Advert]) -> bytes:
+    """The body a downstream node publishes to CONTROL_EXCHANGE on its upstream."""
+    return json.dumps(
+        {
+            "exchange": exchange,
+            "from": sender,
+            "queue": bridge_queue,
+            "adverts": [
+                {"origin": a.origin, "key": a.key, "arguments": jsonable(a.arguments), "path": list(a.path)}
+                for a in sorted(adverts, key=lambda a: (a.origin, a.key, a.path))
+            ],
+        }
+    ).encode()
+
+
+def decode_adverts(body: bytes) -> tuple[str, str, str, set[Advert]]:
+    """(exchange, sender, bridge queue, adverts) from a control message; ValueError if malformed."""
+    try:
+        message = json.loads(body)
+        adverts = {
+            Advert.of(str(a["origin"]), str(a["key"]), dict(a["arguments"]), tuple(str(p) for p in a["path"]))
+            for a in message["adverts"]
+        }
+        return str(message["exchange"]), str(message["from"]), str(message["queue"]), adverts
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"malformed federation adverts: {exc}") from None

@@ -1,0 +1,139 @@
+"""Dynamic routing between two in-memory broker models, the transport played by the test."""
+
+from __future__ import annotations
+
+from pamqp import commands
+
+from federation.dynamic import DEST_HEADER, TRACE_HEADER, FederatedExchange, decode_adverts, encode_adverts
+from federation.interest import Advert
+from gateway.broker import Broker
+from gateway.wire.content import Content
+
+from .broker_fakes import Client
+
+
+class Node:
+    def __init__(self, tag: str) -> None:
+        self.broker = Broker(node_name=tag)
+        self.client = Client(self.broker)
+        self.client.exchange("fed.topic", "topic")
+        vhost = self.broker.vhosts["/"]
+        self.federated = FederatedExchange(vhost, "fed.topic", "topic", tag)
+        vhost.exchanges["fed.topic"].federation = self.federated
+        self.changes = 0
+        self.federated.on_change = self._changed
+
+    def _changed(self) -> None:
+        self.changes += 1
+
+
+def link(downstream: Node, upstream: Node) -> str:
+    """downstream pulls from upstream: it declares its bridge queue there and advertises."""
+    bridge = f"bridge.{downstream.federated.tag}"
+    upstream.client.declare(bridge)
+    adverts = downstream.federated.adverts_for(upstream.federated.tag, [])
+    body = encode_adverts("fed.topic", downstream.federated.tag, bridge, adverts)
+    exchange, sender, queue, decoded = decode_adverts(body)
+    assert (exchange, sender, queue, decoded) == ("fed.topic", downstream.federated.tag, bridge, adverts)
+    upstream.federated.receive_adverts(sender, upstream.broker.vhosts["/"].queues[queue], decoded)
+    return bridge
+
+
+def carry(upstream: Node, bridge: str, downstream: Node) -> int:
+    """Move everything in the bridge queue into the downstream exchange, as a route would."""
+    moved = 0
+    while True:
+        got = upstream.client.get(bridge, no_ack=True)
+        if isinstance(got, commands.Basic.GetEmpty):
+            return moved
+        downstream.client.session.handle_publish(
+            downstream.client.ch, "fed.topic", got.routing_key, False, False, got.content
+        )
+        moved += 1
+
+
+def test_interest_flows_up_and_messages_flow_down_exactly_once() -> None:
+    a, b = Node("a"), Node("b")
+    b.client.declare("q")
+    b.client.bind("q", "fed.topic", "stock.#")
+    assert b.changes == 1
+    bridge = link(b, a)
+    a.client.declare("local")
+    a.client.bind("local", "fed.topic", "#")
+    a.client.publish("fed.topic", "stock.ibm", b"tick")
+    a.client.publish("fed.topic", "bond.x", b"not for b")
+    assert carry(a, bridge, b) == 1
+    got = b.client.get("q", no_ack=True)
+    assert got.body == b"tick"
+    assert got.content.headers[DEST_HEADER] == ["b"] and got.content.headers[TRACE_HEADER] == ["a"]
+    assert isinstance(b.client.get("q"), commands.Basic.GetEmpty)
+    assert a.client.call(commands.Queue.Declare(queue="local", passive=True)).message_count == 2
+
+
+def test_a_message_for_other_nodes_skips_local_queues() -> None:
+    b = Node("b")
+    b.client.declare("q")
+    b.client.bind("q", "fed.topic", "#")
+    b.client.session.handle_publish(
+        b.client.ch,
+        "fed.topic",
+        "k",
+        False,
+        False,
+        _content({DEST_HEADER: ["c"], TRACE_HEADER: ["a"]}),
+    )
+    assert isinstance(b.client.get("q"), commands.Basic.GetEmpty)
+
+
+def test_a_message_that_passed_this_node_is_dropped() -> None:
+    a = Node("a")
+    a.client.declare("q")
+    a.client.bind("q", "fed.topic", "#")
+    a.client.session.handle_publish(
+        a.client.ch, "fed.topic", "k", False, False, _content({DEST_HEADER: ["a"], TRACE_HEADER: ["a", "b"]})
+    )
+    assert isinstance(a.client.get("q"), commands.Basic.GetEmpty)
+    assert a.federated.looped == 1
+
+
+def test_deleted_bridge_withdraws_the_neighbours_interest() -> None:
+    a, b = Node("a"), Node("b")
+    b.client.declare("q")
+    b.client.bind("q", "fed.topic", "#")
+    bridge = link(b, a)
+    a.client.call(commands.Queue.Delete(queue=bridge))
+    a.client.publish("fed.topic", "k", b"m")
+    assert a.federated.table.next_hops() == {}
+
+
+def test_unbinding_the_last_identical_binding_is_one_change() -> None:
+    b = Node("b")
+    b.client.declare("q1")
+    b.client.declare("q2")
+    b.client.bind("q1", "fed.topic", "k")
+    b.client.bind("q2", "fed.topic", "k")
+    assert b.changes == 1
+    b.client.call(commands.Queue.Unbind(queue="q1", exchange="fed.topic", routing_key="k"))
+    assert b.changes == 1
+    b.client.call(commands.Queue.Unbind(queue="q2", exchange="fed.topic", routing_key="k"))
+    assert b.changes == 2
+    assert b.federated.adverts_for("a", []) == set()
+
+
+def test_malformed_adverts_are_a_value_error() -> None:
+    for body in (b"{", b"{}", b'{"exchange": "x", "from": "b", "queue": "q", "adverts": [{"key": 1}]}'):
+        try:
+            decode_adverts(body)
+        except ValueError as exc:
+            assert "malformed federation adverts" in str(exc)
+        else:
+            raise AssertionError(body)
+
+
+def test_adverts_round_trip_with_headers_arguments() -> None:
+    adverts = {Advert.of("c", "", {"x-match": "all", "region": "eu"}, ("b", "c"))}
+    assert decode_adverts(encode_adverts("x", "b", "q", adverts))[3] == adverts
+
+
+def _content(headers: dict) -> Content:
+    return Content.from_properties(commands.Basic.Properties(headers=headers), b"m")
