@@ -28,6 +28,8 @@ from typing import Any
 import trio
 from pamqp import commands
 
+from federation.manager import Federation
+from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
 from gateway.management import Management
@@ -109,6 +111,11 @@ class Node:
         self.management = Management(self.broker, name)
         if store is not None:
             self.broker.recover(store.load())
+        self.federation = Federation(
+            LocalNode(name, self.management, self.want_commit),
+            data_dir=None if store is None else store.data_dir,
+        )
+        self.management.operations.update(self.federation.operations())
         self.handlers: set[ConnectionHandler] = set()
         self._commit_wanted = trio.Event()
         self._deadline_moved = trio.Event()
@@ -134,6 +141,10 @@ class Node:
                 if self.store is not None:
                     nursery.start_soon(self._commit_loop)
                 nursery.start_soon(self._tick_loop)
+                # Before accepting: links check peers against our own addresses, and durable
+                # links restored here start reconnecting at once.
+                own = [listener.socket.getsockname()[:2] for listener in listeners]
+                await nursery.start(self.federation.run, own)
                 for listener in listeners:
                     nursery.start_soon(self._accept_loop, listener)
                 for address in listen_addresses(listeners):
@@ -146,6 +157,8 @@ class Node:
     async def shutdown(self) -> None:
         """Close every connection with 320 CONNECTION_FORCED, flush the store, stop serving."""
         self._stopping = True
+        # Links first, while the local broker still takes what their routes forward.
+        await self.federation.close()
         LOGGER.info("node %r shutting down: closing %d connection(s)", self.name, len(self.handlers))
         for handler in list(self.handlers):
             handler.force_close("broker forced connection closure with reason 'shutdown'")

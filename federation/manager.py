@@ -1,0 +1,387 @@
+"""The node's federation: its links (one per peer, keyed by host and port), the routes riding on
+them, the management operations amq-route calls, and durable ones restored at start.
+
+Theory of operation: `Federation.run` owns a nursery in which every link's task runs; the
+management operations are plain synchronous functions (gateway.management's contract), so
+they change the tables at once and start or close links in that nursery without waiting.
+Durable links and routes are written to federation.persistence as they are added and deleted,
+and `run` restores them before it reports started, so a restarted node reconnects at once.
+
+A node never links to itself: `links.add` refuses a peer that is one of the node's listen
+addresses (the same port on a loopback or any-address host), and a link whose peer turns out,
+once connected, to carry this node's name (server property cluster_name) goes Failed with
+"link to itself refused" and does not retry.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from federation import client
+from federation.address import BrokerAddress
+from federation.errors import AuthenticationRefused
+from federation.link import TRANSPORTS, Link
+from federation.persistence import FederationStore
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig
+from gateway.management import ManagementError, Operation
+
+LOGGER = logging.getLogger("federation.manager")
+
+#: Seconds between a link's heartbeats unless links.add says otherwise: a dead or half-open
+#: peer is noticed after two of them.
+DEFAULT_HEARTBEAT = 10
+
+
+class SelfLinkRefused(AuthenticationRefused):
+    """The peer is this node. An AuthenticationRefused because a link treats it the same way:
+    a permanent refusal, state Failed, no retry."""
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """A link as links.add creates it and persistence stores it."""
+
+    host: str
+    port: int
+    username: str = "guest"
+    password: str = field(default="guest", repr=False)
+    durable: bool = False
+    transport: str = "tcp"
+    heartbeat: int = DEFAULT_HEARTBEAT
+
+    @property
+    def address(self) -> BrokerAddress:
+        return BrokerAddress(self.host, self.port, self.username, self.password)
+
+
+@dataclass
+class _Peer:
+    """One link and the routes it carries."""
+
+    config: LinkConfig
+    link: Link
+    routes: list[Route]
+
+
+class Federation:
+    """Links and routes of one node; `operations()` are merged into the node's management."""
+
+    def __init__(
+        self,
+        node: LocalNode,
+        *,
+        data_dir: Path | None,
+        connect: Callable[..., AbstractAsyncContextManager[Any]] = client.connect,
+    ) -> None:
+        self.node = node
+        self._data_dir = data_dir
+        self._client_connect = connect
+        self._peers: dict[tuple[str, int], _Peer] = {}
+        self._own: list[tuple[str, int]] = []
+        self._nursery: trio.Nursery | None = None
+        self._store: FederationStore | None = None
+        self._closing = False
+
+    def operations(self) -> dict[str, Operation]:
+        return {
+            "links.list": self.list_links,
+            "links.add": self.add_link,
+            "links.delete": self.delete_link,
+            "routes.list": self.list_routes,
+            "routes.add": self.add_route,
+            "routes.delete": self.delete_route,
+            "routes.flush": self.flush_routes,
+        }
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    async def run(
+        self,
+        own_addresses: list[tuple[str, int]],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run the links until cancelled; durable ones are restored before started()."""
+        self._own = list(own_addresses)
+        self._store = FederationStore.open(self._data_dir)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self._restore()
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self._store.close()
+
+    async def close(self) -> None:
+        """Close every link (cleanly, bounded by the link's own timeout); stored ones stay
+        stored, to be restored at the next start. No link starts after this."""
+        self._closing = True
+        async with trio.open_nursery() as nursery:
+            for peer in self._peers.values():
+                nursery.start_soon(peer.link.close)
+
+    def _restore(self) -> None:
+        assert self._store is not None
+        links, routes = self._store.load()
+        for record in links:
+            self._start_link(LinkConfig(**record))
+        for host, port, record in routes:
+            peer = self._peers.get((host, port))
+            if peer is None:
+                LOGGER.warning("stored route %s has no stored link to %s:%s; ignored", record, host, port)
+                continue
+            self._attach(peer, Route(RouteConfig.from_json(record), peer.config.address, self.node))
+        if links:
+            LOGGER.info("restored %d durable link(s) and %d route(s)", len(links), len(routes))
+
+    # -- links ------------------------------------------------------------------------------
+
+    def list_links(self) -> list[dict[str, Any]]:
+        return [peer.link.snapshot() for peer in self._peers.values()]
+
+    def add_link(
+        self,
+        host: str,
+        port: int,
+        username: str = "guest",
+        password: str = "guest",
+        durable: bool = False,
+        transport: str = "tcp",
+        heartbeat: int | None = None,
+    ) -> dict[str, Any]:
+        """Add a link unless one to host:port exists (then nothing changes); its record."""
+        peer = self._peers.get((host, port))
+        if peer is None:
+            beat = _number("heartbeat", heartbeat, DEFAULT_HEARTBEAT)
+            peer = self._add_link(LinkConfig(host, port, username, password, bool(durable), transport, beat))
+        return peer.link.snapshot()
+
+    def delete_link(self, host: str, port: int) -> None:
+        self._remove_peer(self._peer(host, port))
+
+    def _add_link(self, config: LinkConfig) -> _Peer:
+        if config.transport not in TRANSPORTS:
+            raise ManagementError("usage", f"transport '{config.transport}' is not supported: links use tcp")
+        if not isinstance(config.port, int) or not 1 <= config.port <= 65535:
+            raise ManagementError("usage", f"port {config.port!r} is not a port number")
+        if self._is_own_address(config.host, config.port):
+            raise ManagementError(
+                "usage", f"{config.address} is this node's own address: a node cannot link to itself"
+            )
+        peer = self._start_link(config)
+        if config.durable:
+            self._stored().put_link(config.host, config.port, asdict(config))
+        return peer
+
+    def _start_link(self, config: LinkConfig) -> _Peer:
+        nursery = self._running()
+        link = Link(
+            config.address,
+            durable=config.durable,
+            transport=config.transport,
+            heartbeat=config.heartbeat,
+            connect=self._connect,
+        )
+        peer = self._peers[(config.host, config.port)] = _Peer(config, link, [])
+        nursery.start_soon(link.run, name=f"link to {config.address}")
+        return peer
+
+    def _remove_peer(self, peer: _Peer) -> None:
+        nursery = self._running()
+        for route in peer.routes:
+            route.retire()
+        del self._peers[(peer.config.host, peer.config.port)]
+        if peer.config.durable:
+            self._stored().delete_link(peer.config.host, peer.config.port)
+        nursery.start_soon(peer.link.close, name=f"closing link to {peer.config.address}")
+
+    @asynccontextmanager
+    async def _connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[Any]:
+        """The client's connect for links, refusing a peer that turns out to be this node."""
+        properties = {"connection_name": f"federation link from {self.node.name}"}
+        async with self._client_connect(address, client_properties=properties, **options) as connection:
+            name = connection.server_properties.get("cluster_name")
+            if isinstance(name, bytes):
+                name = name.decode("utf-8", "replace")
+            if name == self.node.name:
+                raise SelfLinkRefused("link to itself refused")
+            yield connection
+
+    def _is_own_address(self, host: str, port: int) -> bool:
+        """Whether host:port is one of the node's listen addresses: the same port, and the same
+        host, a loopback host or an any-address (which a connection reaches us through)."""
+        return any(
+            port == own_port and (host == own_host or _is_local(host)) for own_host, own_port in self._own
+        )
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def list_routes(self) -> list[dict[str, Any]]:
+        return [route.record() for peer in self._peers.values() for route in peer.routes]
+
+    def add_route(
+        self,
+        host: str,
+        port: int,
+        kind: str,
+        exchange: str,
+        key: str | None = None,
+        queue: str | None = None,
+        tag: str | None = None,
+        excludes: list[str] | None = None,
+        durable: bool = False,
+        src_local: bool = False,
+        ack: int | None = None,
+        credit: int | None = None,
+        username: str = "guest",
+        password: str = "guest",
+    ) -> dict[str, Any]:
+        """Add a route, and its link if there is none (with these credentials, as durable as
+        the route); its record."""
+        config = RouteConfig(
+            kind=kind,
+            exchange=exchange,
+            key=key if kind == "exchange" else None,
+            queue=queue if kind == "queue" else None,
+            tag=tag,
+            excludes=tuple(excludes or ()),
+            durable=bool(durable),
+            src_local=bool(src_local),
+            ack=_number("ack", ack, DEFAULT_ACK) or DEFAULT_ACK,
+            credit=_number("credit", credit, DEFAULT_CREDIT) or DEFAULT_CREDIT,
+        )
+        self._check_route(config)
+        peer = self._peers.get((host, port))
+        if peer is not None:
+            self._check_fits(peer, config)
+        route = Route(config, BrokerAddress(host, port, username, password), self.node)
+        route.prepare()
+        if peer is None:
+            peer = self._add_link(LinkConfig(host, port, username, password, config.durable))
+        self._attach(peer, route)
+        if config.durable:
+            self._stored().put_route(host, port, list(config.identity()), config.to_json())
+        return route.record()
+
+    def delete_route(
+        self, host: str, port: int, kind: str, exchange: str, key: str | None = None, queue: str | None = None
+    ) -> None:
+        peer = self._peer(host, port)
+        identity = (kind, exchange, key if kind == "exchange" else queue)
+        for route in peer.routes:
+            if route.config.identity() == identity:
+                self._remove_route(peer, route)
+                return
+        raise ManagementError(
+            "NOT_FOUND",
+            f"no {kind} route {exchange}({(key if kind == 'exchange' else queue) or ''}) on the link to {peer.config.address}",
+        )
+
+    def flush_routes(self, links: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """Delete every route, and with `links` every link; the records of what was deleted."""
+        flushed: dict[str, list[dict[str, Any]]] = {"routes": self.list_routes(), "links": []}
+        for peer in list(self._peers.values()):
+            for route in list(peer.routes):
+                self._remove_route(peer, route)
+            if links:
+                flushed["links"].append(peer.link.snapshot())
+                self._remove_peer(peer)
+        return flushed
+
+    def _check_route(self, config: RouteConfig) -> None:
+        """Refuse a route this node cannot run, naming what is wrong."""
+        if config.kind == "dynamic":
+            raise ManagementError("not-implemented", "dynamic routes arrive in a later release")
+        if config.kind not in ("exchange", "queue"):
+            raise ManagementError("usage", f"unknown route kind '{config.kind}' (exchange, queue or dynamic)")
+        if config.kind == "exchange" and config.key is None:
+            raise ManagementError("usage", "an exchange route needs a routing key")
+        if config.kind == "queue" and not config.queue:
+            raise ManagementError("usage", "a queue route needs the source queue")
+        if config.src_local and config.kind == "queue":
+            self._require_local(config.queue or "", "queue", "source queue")
+        else:
+            role = "source" if config.src_local else "destination"
+            self._require_local(config.exchange, "exchange", f"{role} exchange")
+
+    def _require_local(self, name: str, kind: str, role: str) -> None:
+        listed = (
+            self.node.management.list_exchanges()
+            if kind == "exchange"
+            else self.node.management.list_queues()
+        )
+        if not any(record["name"] == name for record in listed):
+            raise ManagementError(
+                "NOT_FOUND",
+                f"no {kind} '{name}' on node '{self.node.name}': the route's {role} must exist there",
+            )
+
+    def _check_fits(self, peer: _Peer, config: RouteConfig) -> None:
+        """A route must be new on its link, and durable only on a durable link."""
+        if any(route.config.identity() == config.identity() for route in peer.routes):
+            raise ManagementError("duplicate", f"Duplicate Route - ignoring: {config.describe()}")
+        if config.durable and not peer.config.durable:
+            raise ManagementError(
+                "usage",
+                f"a durable route needs a durable link, and the link to {peer.config.address} is not "
+                "durable: delete the link and add it again with -d/--durable",
+            )
+
+    def _attach(self, peer: _Peer, route: Route) -> None:
+        peer.routes.append(route)
+        peer.link.attach(route)
+
+    def _remove_route(self, peer: _Peer, route: Route) -> None:
+        route.retire()
+        peer.routes.remove(route)
+        peer.link.detach(route)
+        if route.config.durable:
+            self._stored().delete_route(peer.config.host, peer.config.port, list(route.config.identity()))
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _peer(self, host: str, port: int) -> _Peer:
+        peer = self._peers.get((host, port))
+        if peer is None:
+            raise ManagementError("NOT_FOUND", f"no link to {BrokerAddress(host, port)}")
+        return peer
+
+    def _running(self) -> trio.Nursery:
+        if self._nursery is None or self._closing:
+            raise ManagementError("unavailable", "federation is not running on this node")
+        return self._nursery
+
+    def _stored(self) -> FederationStore:
+        assert self._store is not None, "the store is open while federation runs"
+        return self._store
+
+
+def _number(name: str, value: Any, default: int) -> int:
+    """A count argument (ack, credit, heartbeat): `default` when not given, else a whole
+    number of at least 0, or a usage error naming it."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ManagementError("usage", f"{name} must be a whole number of at least 0, not {value!r}")
+    return value
+
+
+def _is_local(host: str) -> bool:
+    """localhost, a loopback address or an any-address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified

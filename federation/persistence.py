@@ -1,0 +1,105 @@
+"""Durable links and routes: `federation.db`, a small SQLite file in the node's data dir.
+
+Apart from the message store (gateway.store) on purpose: federation config changes are rare
+operator actions, written synchronously, one transaction each, and read once at start, while
+the message store is a group-committed hot path owned by the broker. The data dir's lock,
+taken by the message store, already keeps a second node away from this file.
+
+Records are the JSON the manager builds (a link's address, credentials, transport and
+heartbeat; a route's RouteConfig), so this module knows nothing of their fields beyond the
+keys: a link by (host, port), a route by its link and its identity. The password is stored as
+given, because the link must log in with it again after a restart; the file is made readable
+by the node's user only.
+
+Without a data dir (`--memory`) the same code runs on an in-memory database: durable links and
+routes work for the node's lifetime and nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+DB_FILE = "federation.db"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS links (
+    host TEXT NOT NULL,
+    port INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (host, port)
+);
+CREATE TABLE IF NOT EXISTS routes (
+    host TEXT NOT NULL,
+    port INTEGER NOT NULL,
+    identity TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (host, port, identity)
+);
+"""
+
+Record = dict[str, Any]
+
+
+class FederationStore:
+    """The durable links and routes of one node."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    @classmethod
+    def open(cls, data_dir: Path | None) -> FederationStore:
+        """The store in `data_dir` (created if missing), or in memory when it is None."""
+        if data_dir is None:
+            db = sqlite3.connect(":memory:")
+        else:
+            path = Path(data_dir) / DB_FILE
+            path.touch(mode=0o600, exist_ok=True)
+            os.chmod(path, 0o600)
+            db = sqlite3.connect(path)
+            db.execute("PRAGMA synchronous = FULL")
+        with db:
+            db.executescript(_SCHEMA)
+        return cls(db)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def load(self) -> tuple[list[Record], list[tuple[str, int, Record]]]:
+        """(links, [(host, port, route)]) in the order they were first stored."""
+        links = [json.loads(row[0]) for row in self._db.execute("SELECT record FROM links ORDER BY rowid")]
+        routes = [
+            (host, port, json.loads(record))
+            for host, port, record in self._db.execute("SELECT host, port, record FROM routes ORDER BY rowid")
+        ]
+        return links, routes
+
+    def put_link(self, host: str, port: int, record: Record) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO links (host, port, record) VALUES (?, ?, ?)",
+                (host, port, json.dumps(record)),
+            )
+
+    def delete_link(self, host: str, port: int) -> None:
+        """The link and every route stored on it."""
+        with self._db:
+            self._db.execute("DELETE FROM links WHERE host = ? AND port = ?", (host, port))
+            self._db.execute("DELETE FROM routes WHERE host = ? AND port = ?", (host, port))
+
+    def put_route(self, host: str, port: int, identity: Any, record: Record) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO routes (host, port, identity, record) VALUES (?, ?, ?, ?)",
+                (host, port, json.dumps(identity), json.dumps(record)),
+            )
+
+    def delete_route(self, host: str, port: int, identity: Any) -> None:
+        with self._db:
+            self._db.execute(
+                "DELETE FROM routes WHERE host = ? AND port = ? AND identity = ?",
+                (host, port, json.dumps(identity)),
+            )
