@@ -12,6 +12,9 @@ from gateway.wire.errors import AMQPError, precondition_failed
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 
+#: The highest x-max-priority (message priorities are octets).
+MAX_PRIORITY = 255
+
 #: Queue arguments compared when a queue is redeclared (RabbitMQ's list, minus features we lack).
 QUEUE_EQUIVALENCE_KEYS = (
     "x-expires",
@@ -40,6 +43,7 @@ class QueueOptions:
     overflow: str = "drop-head"
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
+    max_priority: int | None = None  # 0 and None: a plain FIFO queue
 
 
 def _type_name(value: Any) -> str:
@@ -66,6 +70,14 @@ def _integer(value: Any, minimum: int) -> int:
     return value
 
 
+def _priority(value: Any) -> int:
+    """x-max-priority: 0-255, as in RabbitMQ (whose texts these are)."""
+    priority = _integer(value, 0)
+    if priority > MAX_PRIORITY:
+        raise ValueError(f"{{max_value_exceeded,{priority}}}")
+    return priority
+
+
 def _string(value: Any) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
@@ -87,6 +99,7 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueO
             ("x-dead-letter-exchange", "dead_letter_exchange", _string),
             ("x-dead-letter-routing-key", "dead_letter_routing_key", _string),
             ("x-overflow", "overflow", _string),
+            ("x-max-priority", "max_priority", _priority),
         ):
             if name in arguments:
                 parsed[key] = convert(arguments[name])
@@ -96,15 +109,14 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueO
         name = "x-dead-letter-routing-key"
         if "dead_letter_routing_key" in parsed and "dead_letter_exchange" not in parsed:
             raise ValueError("{routing_key_but_no_dlx_defined}")
-        # Accepting these and ignoring them would mislead: say plainly what the node lacks.
+        # Accepting another type and ignoring it would mislead: say plainly what the node lacks.
         name = "x-queue-type"
-        if name in arguments and _string(arguments[name]) != "classic":
-            raise ValueError(
-                f"{{unsupported_queue_type,{arguments[name]}}}: only classic queues are supported"
-            )
-        name = "x-max-priority"
         if name in arguments:
-            raise ValueError("{unsupported}: priority queues are not supported")
+            queue_type = _string(arguments[name])
+            if queue_type != "classic":
+                raise ValueError(
+                    f"{{unsupported_queue_type,{queue_type}}}: only classic queues are supported"
+                )
     except ValueError as exc:
         raise precondition_failed(f"invalid arg '{name}' for {description}: {exc}") from None
     return QueueOptions(**parsed)

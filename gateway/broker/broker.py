@@ -106,6 +106,9 @@ class Broker:
             if queue is None:
                 continue
             for record in records:
+                # Deadlines are clock times, so they run on across the restart (schema-1
+                # records lack routed_at: theirs count from now).
+                routed_at = now if record.routed_at is None else record.routed_at
                 message = shared.get(record.message_id)
                 if message is None:
                     content = record.content
@@ -115,11 +118,11 @@ class Broker:
                         record.routing_key,
                         content,
                         True,
-                        expiration_deadline(content, now) if content.expiration is not None else None,
+                        expiration_deadline(content, routed_at) if content.expiration is not None else None,
                         0,
                     )
                     highest = max(highest, record.message_id)
-                queue.restore(message, record.redelivered)
+                queue.restore(message, record.redelivered, routed_at)
         self.next_message_id = max(self.next_message_id, snapshot.next_message_id, highest + 1)
 
     def add_vhost_silently(self, name: str) -> VHost:

@@ -9,6 +9,7 @@ from pamqp import commands
 
 from gateway.broker.channel import Consumer, Transaction
 from gateway.broker.confirms import Confirms
+from gateway.broker.exchange import reach
 from gateway.broker.names import describe, generated_consumer_tag
 from gateway.wire.errors import (
     access_refused,
@@ -121,9 +122,13 @@ def tx_commit(session: Session, channel: Channel, method: commands.Tx.Commit) ->
     """Publish the buffered messages in order, then apply the buffered acks/nacks/rejects;
     Commit-Ok follows once what they wrote to the store is committed."""
     tx = _transaction(channel, method)
-    # All or nothing: an exchange deleted since the publish fails the commit before any of it
-    # is applied (the transaction stays open, as after any failed method).
+    # All or nothing: what can fail (an exchange deleted since the publish, 404; a headers
+    # table a headers exchange cannot read, 502) fails the commit before any of it is applied
+    # (the transaction stays open, as after any failed method). Routing is pure, so checking
+    # it here and routing again below keeps one publish path.
     targets = [session.find_exchange(name, method) for name, _, _, _ in tx.publishes]
+    for exchange, (_, routing_key, _, content) in zip(targets, tx.publishes, strict=True):
+        reach(exchange, routing_key, content)
     channel.tx = Transaction()
     for exchange, (_, routing_key, mandatory, content) in zip(targets, tx.publishes, strict=True):
         session.publish(channel, exchange, routing_key, mandatory, content)

@@ -83,13 +83,24 @@ class ExchangeFederation(Protocol):
 def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
     """The queues a message published to `start` reaches, each once.
 
-    Exchange-to-exchange bindings and alternate exchanges are followed; an exchange is entered
-    at most once per message, so cycles in the graph terminate. A federated exchange first
-    hands the message to its federation, which may keep it from local queues.
+    A federated exchange also hands the message to its federation, which may keep it from
+    local queues; only once local routing succeeded, so a message refused with 502 (see
+    `reach`) has gone nowhere.
     """
+    found = reach(start, routing_key, content)
     federation = start.federation
     if federation is not None and not federation.route(routing_key, content):
         return set()
+    return found
+
+
+def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
+    """The local queues a message published to `start` reaches, each once, without side
+    effects (AMQPError 502 for a headers table a headers exchange cannot read).
+
+    Exchange-to-exchange bindings and alternate exchanges are followed; an exchange is entered
+    at most once per message, so cycles in the graph terminate.
+    """
     found: set[Any] = set()
     visited: set[Exchange] | None = None
     pending = [start]

@@ -6,13 +6,13 @@ dispatch pops from a deque and round-robins over consumers that have credit.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.arguments import QueueOptions
 from gateway.broker.message import Entry, Message
+from gateway.broker.ready import FifoReady, PriorityReady
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel, Consumer
@@ -20,10 +20,6 @@ if TYPE_CHECKING:
     from gateway.broker.session import Session
     from gateway.broker.store import StoreWriter
     from gateway.broker.vhost import VHost
-
-
-#: How deep dispatch looks past a head that only no-local consumers are waiting on.
-NO_LOCAL_SCAN = 1000
 
 
 class Queue:
@@ -47,6 +43,7 @@ class Queue:
         "watched",
         "limited",
         "stuck",
+        "waiting",
     )
 
     def __init__(
@@ -68,7 +65,7 @@ class Queue:
         self.auto_delete = auto_delete
         self.arguments = arguments
         self.options = options
-        self.ready: deque[Entry] = deque()
+        self.ready = PriorityReady(options.max_priority) if options.max_priority else FifoReady()
         self.ready_bytes = 0
         self.consumers: deque[Consumer] = deque()
         #: Bindings to this queue: identity -> (source exchange, key, arguments).
@@ -84,6 +81,9 @@ class Queue:
         self.limited = options.max_length is not None or options.max_length_bytes is not None
         #: The head the last dispatch could hand to no consumer (see `publish`), else None.
         self.stuck: Entry | None = None
+        #: With `stuck`: the consumers owed an earlier message, which may take nothing behind
+        #: it (FIFO), when some others may (kept off the head by no-local only); else None.
+        self.waiting: set[Consumer] | None = None
         if self.watched:
             unused_until = self.last_used + options.expires / 1000.0 if options.expires is not None else None
             vhost.broker.watch(self, unused_until)
@@ -102,18 +102,28 @@ class Queue:
             return False
         expires_at = message.expires_at
         if options.message_ttl is not None:
-            deadline = self.vhost.broker.clock() + options.message_ttl / 1000.0
-            if expires_at is None or deadline < expires_at:
-                expires_at = deadline
+            expires_at = _with_ttl(expires_at, self.vhost.broker.clock(), options.message_ttl)
         entry = Entry(message, self, self.next_seq, False, expires_at)
         self.next_seq += 1
         if self.store is not None and message.persistent:
             self.store.add_message(
-                self.vhost.name, self.name, message.id, message.exchange, message.routing_key, message.content
+                self.vhost.name,
+                self.name,
+                message.id,
+                message.exchange,
+                message.routing_key,
+                message.content,
+                self.vhost.broker.clock(),
             )
         ready = self.ready
-        if not ready and self.consumers:
-            consumer = self._next_consumer(entry)
+        if self.consumers:
+            if not ready:
+                consumer = self._next_consumer(entry)
+            elif self.waiting is not None and ready[0] is self.stuck:
+                # Behind a head held back by no-local: only this message is new (see _hold).
+                consumer = self._next_consumer(entry, self.waiting)
+            else:
+                consumer = None
             if consumer is not None:
                 self._deliver(consumer, entry)
                 return True
@@ -125,7 +135,7 @@ class Queue:
             if not self.watched:
                 self.watched = True
                 self.vhost.broker.watch(self, expires_at)
-            elif len(ready) == 1:
+            elif ready[0] is entry:  # a new head (priority queues: not only in an empty one)
                 self.vhost.broker.watch(self, expires_at)
         # Behind a head the last dispatch could not place, trying again is futile: whatever
         # could unblock it (credit, flow, a writable outbox, a new consumer) dispatches itself.
@@ -133,13 +143,13 @@ class Queue:
             self.dispatch()
         return True
 
-    def restore(self, message: Message, redelivered: bool) -> None:
-        """Append a recovered message in stored order, without writing it to the store again."""
+    def restore(self, message: Message, redelivered: bool, routed_at: float) -> None:
+        """Append a recovered message in stored order, without writing it to the store again;
+        x-message-ttl counts from `routed_at`, when it was first enqueued, not from now."""
         expires_at = message.expires_at
-        if self.options.message_ttl is not None:
-            deadline = self.vhost.broker.clock() + self.options.message_ttl / 1000.0
-            if expires_at is None or deadline < expires_at:
-                expires_at = deadline
+        ttl = self.options.message_ttl
+        if ttl is not None:
+            expires_at = _with_ttl(expires_at, routed_at, ttl)
         self.ready.append(Entry(message, self, self.next_seq, redelivered, expires_at))
         self.next_seq += 1
         self.ready_bytes += message.size
@@ -178,17 +188,27 @@ class Queue:
                 self.vhost.broker.watch(self, deadline)
         return entry
 
-    def _next_consumer(self, entry: Entry) -> Consumer | None:
-        """The next consumer in round-robin order with credit for this entry, rotating past it."""
+    def _next_consumer(self, entry: Entry, waiting: set[Consumer] | None = None) -> Consumer | None:
+        """The next consumer in round-robin order with credit for this entry, rotating past it.
+
+        With `waiting` (behind a held-back head, see `_hold`): consumers in it are skipped, and
+        one that may receive the entry but has no credit now joins it.
+        """
         consumers = self.consumers
-        size = entry.message.size
+        message = entry.message
+        size = message.size
         for _ in range(len(consumers)):
             consumer = consumers[0]
             consumers.rotate(-1)
-            if consumer.can_take(size) and not (
-                consumer.no_local and consumer.session_id == entry.message.origin
-            ):
-                return consumer
+            if consumer.no_local and consumer.session_id == message.origin:
+                continue
+            if waiting is None:
+                if consumer.can_take(size):
+                    return consumer
+            elif consumer not in waiting:
+                if consumer.can_take(size):
+                    return consumer
+                waiting.add(consumer)
         return None
 
     def dispatch(self) -> None:
@@ -208,32 +228,37 @@ class Queue:
                 if self._unwanted_by_owner(head):
                     self._discard([self._take()], None)
                     continue
-                if any(c.no_local for c in self.consumers):
-                    # The head may wait only for a consumer on another connection; what
-                    # others published behind it must not wait with it. Never "stuck": a
-                    # publish from another connection may be deliverable at once.
-                    if self._deliver_behind_head():
-                        continue
-                    return
-                if head.expires_at is None:  # one that expires is worth another look
-                    self.stuck = head
+                self._hold(head)
                 return
             self._take()
             self._deliver(consumer, head)
 
-    def _deliver_behind_head(self) -> bool:
-        """Deliver the first message after the head that some consumer may take now (no-local
-        keeps the head back); looks at most NO_LOCAL_SCAN entries deep. True if one went."""
-        ready = self.ready
-        for index in range(1, min(len(ready), NO_LOCAL_SCAN)):
-            entry = ready[index]
-            consumer = self._next_consumer(entry)
+    def _hold(self, head: Entry) -> None:
+        """The head can go to no consumer now, so it waits, and each consumer that may receive
+        it waits for it (FIFO). Consumers kept off it by no-local alone are not owed it: they
+        take the later messages they may receive (a walk of the queue, only in that case).
+        Until something dispatches again, `publish` offers each new message to them only."""
+        consumers = self.consumers
+        waiting: set[Consumer] = set()
+        delivered: set[Entry] = set()
+        now = None
+        for entry in self.ready:
+            if len(waiting) == len(consumers):
+                break
+            if entry.expires_at is not None:
+                now = self.vhost.broker.clock() if now is None else now
+                if entry.expires_at <= now:
+                    continue  # left to expire when it reaches the head
+            consumer = self._next_consumer(entry, waiting)
             if consumer is not None:
-                del ready[index]
-                self.ready_bytes -= entry.message.size
+                delivered.add(entry)
                 self._deliver(consumer, entry)
-                return True
-        return False
+        if delivered:
+            self.ready.remove_all(delivered)
+            self.ready_bytes -= sum(entry.message.size for entry in delivered)
+        self.waiting = waiting if len(waiting) < len(consumers) else None
+        if head.expires_at is None:  # one that expires is worth another look
+            self.stuck = head
 
     def _unwanted_by_owner(self, entry: Entry) -> bool:
         """An exclusive queue's own no-local consumers will never take the owner's messages."""
@@ -304,7 +329,7 @@ class Queue:
 
     def requeue(self, entries: Iterable[Entry]) -> None:
         """Put entries back at their original positions (before later ones), redelivered."""
-        back = sorted(entries, key=_seq)
+        back = list(entries)
         if self.deleted or not back:
             return
         for entry in back:
@@ -312,12 +337,7 @@ class Queue:
             entry.consumer = None
             self.ready_bytes += entry.message.size
         ready = self.ready
-        if not ready or back[-1].seq < ready[0].seq:
-            ready.extendleft(reversed(back))
-        else:
-            merged = list(heapq.merge(back, ready, key=_seq))
-            ready.clear()
-            ready.extend(merged)
+        ready.put_back(back)
         if self.watched and ready[0].expires_at is not None:
             self.vhost.broker.watch(self, ready[0].expires_at)
         # Like RabbitMQ: requeued messages are let back in whatever the limit; only drop-head
@@ -375,6 +395,8 @@ class Queue:
             expired.append(self._take())
         if expired:
             self._discard(expired, "expired")
+            if self.consumers:
+                self.dispatch()  # the new head may be one a consumer can take
         deadline = ready[0].expires_at if ready else None
         if self.options.expires is not None and not self.consumers:
             unused_until = self.last_used + self.options.expires / 1000.0
@@ -386,5 +408,7 @@ class Queue:
         return deadline
 
 
-def _seq(entry: Entry) -> int:
-    return entry.seq
+def _with_ttl(expires_at: float | None, enqueued_at: float, ttl: int) -> float:
+    """The sooner of a message's own deadline and the queue's x-message-ttl (ms)."""
+    deadline = enqueued_at + ttl / 1000.0
+    return deadline if expires_at is None or deadline < expires_at else expires_at

@@ -45,7 +45,14 @@ class StoreWriter(Protocol):
     ) -> None: ...
 
     def add_message(
-        self, vhost: str, queue: str, message_id: int, exchange: str, routing_key: str, content: Content
+        self,
+        vhost: str,
+        queue: str,
+        message_id: int,
+        exchange: str,
+        routing_key: str,
+        content: Content,
+        routed_at: float,
     ) -> None: ...
 
     def remove_message(self, vhost: str, queue: str, message_id: int) -> None: ...

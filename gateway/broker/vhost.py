@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands
 
 from gateway.broker.arguments import QueueOptions
-from gateway.broker.deadletter import dead_letter_content, would_cycle
+from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import STANDARD_EXCHANGES
@@ -76,23 +76,19 @@ class VHost:
         broker = self.broker
         now = broker.clock()
         for message in messages:
-            content = dead_letter_content(message, queue.name, reason, now)
             routing_key = options.dead_letter_routing_key or message.routing_key
+            copy = dead_letter_copy(message, queue.name, reason, now, exchange.name, routing_key)
             try:
-                reached = route(exchange, routing_key, content)
+                reached = route(exchange, routing_key, copy.content)
             except AMQPError:
                 # Only a headers exchange fails here, on a table it cannot decode; nobody
                 # published this message now, so there is no one to tell: it is dropped.
                 continue
-            # Without a readable x-death history (content left unchanged) only the direct
-            # cycle back into the same queue can be seen; it must still not loop.
-            unmarked = content is message.content
-            targets = [q for q in reached if not (would_cycle(content, q.name) or (unmarked and q is queue))]
+            targets = [q for q in reached if not would_cycle(copy, q.name)]
             if not targets:
                 continue
-            message_id = broker.next_message_id
-            broker.next_message_id = message_id + 1
-            copy = Message(message_id, exchange.name, routing_key, content, message.persistent, None, 0)
+            copy.id = broker.next_message_id
+            broker.next_message_id += 1
             for target in targets:
                 target.publish(copy)
 

@@ -40,7 +40,7 @@ from .tables import canonical, dump_table, load_table
 # (message_id, vhost, queue): the primary key of queue_messages, message first so that the
 # "is this message still referenced?" probe is a key-prefix lookup without a second index.
 _Key = tuple[int, str, str]
-_MessageRow = tuple[int, str, str, bytes, bytes]
+_MessageRow = tuple[int, str, str, bytes, bytes, float]
 
 
 class _RowsStatement:
@@ -53,7 +53,7 @@ class _RowsStatement:
     every statement below), so only a handful of distinct statements are ever prepared.
     """
 
-    #: 5 columns x 128 rows stays under the 999 variables older SQLite builds allow.
+    #: 6 columns x 128 rows stays under the 999 variables older SQLite builds allow.
     CHUNK = 128
 
     def __init__(self, template: str, width: int) -> None:
@@ -72,7 +72,7 @@ class _RowsStatement:
             db.execute(self._sql[size], list(chain.from_iterable(chunk)))
 
 
-_INSERT_MESSAGES = _RowsStatement("INSERT OR IGNORE INTO messages VALUES {rows}", 5)
+_INSERT_MESSAGES = _RowsStatement("INSERT OR IGNORE INTO messages VALUES {rows}", 6)
 _INSERT_ENTRIES = _RowsStatement("INSERT OR REPLACE INTO queue_messages VALUES {rows}", 5)
 _DELETE_ENTRIES = _RowsStatement(
     "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN (VALUES {rows})", 3
@@ -94,7 +94,7 @@ _DELETE_QUEUE_ONLY_MESSAGES = (
 )
 _LOAD_MESSAGES = (
     "SELECT e.vhost, e.queue, e.message_id, e.delivered, m.exchange, m.routing_key, m.header,"
-    " m.body FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id ORDER BY e.seq"
+    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id ORDER BY e.seq"
 )
 
 
@@ -269,8 +269,12 @@ class Store:
         exchange: str,
         routing_key: str,
         content: Content,
+        routed_at: float,
     ) -> None:
-        """Enqueue a message; the same message_id on several queues stores its content once."""
+        """Enqueue a message; the same message_id on several queues stores its content once.
+
+        `routed_at` (clock time) is when it was routed to its queues: expiry deadlines count
+        from it, across restarts."""
         batch = self._batch
         if message_id not in batch.contents:
             batch.contents[message_id] = (
@@ -279,6 +283,7 @@ class Store:
                 routing_key,
                 content.header,
                 content.body,
+                routed_at,
             )
         self._seq += 1
         batch.enqueued[(message_id, vhost, queue)] = self._seq
@@ -394,11 +399,12 @@ class Store:
         ]
         shared: dict[int, Content] = {}
         messages: dict[tuple[str, str], list[MessageRecord]] = {}
-        for vhost, queue, message_id, delivered, exchange, key, header, body in db.execute(_LOAD_MESSAGES):
+        rows = db.execute(_LOAD_MESSAGES)
+        for vhost, queue, message_id, delivered, exchange, key, header, body, routed_at in rows:
             content = shared.get(message_id)
             if content is None:
                 content = shared[message_id] = Content(header, body)
-            record = MessageRecord(message_id, exchange, key, content, bool(delivered))
+            record = MessageRecord(message_id, exchange, key, content, bool(delivered), routed_at)
             messages.setdefault((vhost, queue), []).append(record)
         (last_id,) = db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
         return Snapshot(vhosts, exchanges, queues, bindings, messages, last_id + 1)

@@ -3,6 +3,9 @@
 The schema: one row per durable vhost, exchange, queue and binding (argument tables in the
 encoding of `tables`), `messages` holding each persistent message's content once, and
 `queue_messages` saying which queues hold it, in which order, and whether it was delivered.
+
+Schema 2 added `messages.routed_at` (so expiry deadlines survive restarts); a schema-1 store is
+upgraded in place when opened, its old messages getting NULL there.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 
 from .records import StoreError, StoreLocked
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_FILE = "store.db"
 LOCK_FILE = "LOCK"
 
@@ -37,7 +40,7 @@ _SCHEMA = (
     # A rowid table: bodies can be large, which WITHOUT ROWID tables handle badly.
     (
         "CREATE TABLE messages (id INTEGER PRIMARY KEY, exchange TEXT NOT NULL,"
-        " routing_key TEXT NOT NULL, header BLOB NOT NULL, body BLOB NOT NULL)"
+        " routing_key TEXT NOT NULL, header BLOB NOT NULL, body BLOB NOT NULL, routed_at REAL)"
     ),
     (
         "CREATE TABLE queue_messages (message_id INTEGER, vhost TEXT, queue TEXT,"
@@ -45,6 +48,11 @@ _SCHEMA = (
         " PRIMARY KEY (message_id, vhost, queue)) WITHOUT ROWID"
     ),
 )
+
+#: Statements that take a store from version N (the key) to N + 1.
+_UPGRADES = {
+    1: ("ALTER TABLE messages ADD COLUMN routed_at REAL",),
+}
 
 
 def lock_data_dir(data_dir: Path) -> int:
@@ -89,7 +97,8 @@ def connect(path: Path) -> tuple[sqlite3.Connection, int]:
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> bool:
-    """Check the schema version, set durability pragmas, create the schema; True if created."""
+    """Check the schema version, set durability pragmas, create or upgrade the schema; True if
+    created."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -106,11 +115,15 @@ def migrate(db: sqlite3.Connection, path: Path) -> bool:
     if version == SCHEMA_VERSION:
         return False
     db.execute("BEGIN")
-    for statement in _SCHEMA:
+    if version == 0:
+        statements = list(_SCHEMA)
+    else:
+        statements = [statement for step in range(version, SCHEMA_VERSION) for statement in _UPGRADES[step]]
+    for statement in statements:
         db.execute(statement)
     db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     db.execute("COMMIT")
-    return True
+    return version == 0
 
 
 def sync_directory(directory: Path) -> None:

@@ -51,6 +51,9 @@ class MessageRecord:
     routing_key: str
     content: Content
     redelivered: bool
+    #: Clock time it was routed to its queues; None for messages stored by schema 1, which
+    #: did not record it (their expiry counts from the restart).
+    routed_at: float | None = None
 
 
 @dataclass(frozen=True)

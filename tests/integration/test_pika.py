@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,8 +12,10 @@ from collections.abc import Iterator
 import pika
 import pika.exceptions
 import pytest
+from pamqp import commands
 
-from tests.nodes import NodeProcess
+from tests.nodes import NodeProcess, start_node
+from tests.rawclient import RawClient
 
 
 def unique(prefix: str) -> str:
@@ -532,3 +535,154 @@ def test_ttl_expires_promptly_at_the_head(connection, channel) -> None:
     channel.basic_publish("", queue, b"x")
     time.sleep(0.15)
     assert channel.queue_declare(queue, passive=True).method.message_count == 0
+
+
+# -- fixes of docs/amqp.md's former known issues ----------------------------------------------
+
+UNDECODABLE_HEADERS = struct.pack(">HI", 1 << 13, 4) + b"\x01kZ\x00"  # field type 'Z' does not exist
+
+
+def raw_client(node: NodeProcess) -> RawClient:
+    client = RawClient(node.port)
+    client.handshake()
+    client.open_channel()
+    return client
+
+
+def test_undecodable_headers_are_502_through_a_headers_exchange_and_dead_lettered_unchanged(
+    shared_node, channel
+) -> None:
+    queue, dead = unique("bad-headers"), unique("bad-headers-dead")
+    channel.queue_declare(dead)
+    channel.queue_declare(
+        queue,
+        arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead},
+    )
+    client = raw_client(shared_node)
+    try:
+        client.publish_raw_properties(1, "", queue, UNDECODABLE_HEADERS, b"expires")
+        deadline = time.monotonic() + 5
+        while channel.queue_declare(dead, passive=True).method.message_count == 0:
+            assert time.monotonic() < deadline, "never dead-lettered"
+            time.sleep(0.05)
+        # Read with the raw client: pika cannot decode a table with an unknown field type.
+        client.send_frame(commands.Basic.Get(queue=dead, no_ack=True), 1)
+        _, properties, body = client.read_message()
+        assert (body, properties) == (b"expires", UNDECODABLE_HEADERS)
+        client.publish_raw_properties(1, "amq.headers", "", UNDECODABLE_HEADERS, b"routed")
+        _, close = client.read_frame()
+        assert isinstance(close, commands.Connection.Close)
+        assert close.reply_code == 502 and "malformed headers table" in close.reply_text
+    finally:
+        client.close()
+    assert channel.queue_declare(queue, passive=True).method.message_count == 0
+
+
+def test_no_local_head_does_not_block_other_connections_messages(shared_node, channel) -> None:
+    queue = unique("no-local")
+    channel.queue_declare(queue)
+    client = raw_client(shared_node)
+    try:
+        client.call(commands.Basic.Consume(queue=queue, consumer_tag="mine", no_local=True, no_ack=True))
+        for n in range(3):
+            client.publish_raw_properties(1, "", queue, b"\x00\x00", b"own %d" % n)
+        # A round trip: the node has queued them (for nobody) before pika publishes.
+        assert client.call(commands.Queue.Declare(queue=queue, passive=True)).message_count == 3
+        channel.basic_publish("", queue, b"from pika")
+        method, _, body = client.read_message()
+        assert (method.consumer_tag, body) == ("mine", b"from pika")
+    finally:
+        client.close()
+    assert [b for _, _, b in get_all(channel, queue)] == [b"own 0", b"own 1", b"own 2"]
+
+
+def test_requeue_into_a_full_reject_publish_queue_keeps_the_message(channel) -> None:
+    queue = unique("reject-publish-requeue")
+    channel.queue_declare(queue, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    channel.basic_publish("", queue, b"first")
+    method, _, _ = channel.basic_get(queue)
+    channel.basic_publish("", queue, b"second")  # fits: "first" is unacked, not ready
+    channel.basic_nack(method.delivery_tag, requeue=True)
+    assert [b for _, _, b in get_all(channel, queue)] == [b"first", b"second"]
+
+
+def test_client_cancel_ok_and_flow_ok_are_accepted(connection, channel) -> None:
+    # pika never sends these, other clients do: send them through pika's internals.
+    channel._impl._send_method(pika.spec.Basic.CancelOk(consumer_tag="no-such-consumer"))
+    channel._impl._send_method(pika.spec.Channel.FlowOk(active=True))
+    assert channel.queue_declare("", exclusive=True).method.queue
+    assert connection.is_open and channel.is_open
+
+
+def test_tx_commit_to_a_deleted_exchange_is_404_and_applies_nothing(connection, channel) -> None:
+    queue, exchange = unique("tx-atomic"), unique("tx-atomic-x")
+    channel.queue_declare(queue)
+    channel.exchange_declare(exchange, "fanout")
+    channel.tx_select()
+    channel.basic_publish("", queue, b"first")
+    channel.basic_publish(exchange, "", b"second")
+    other = connection.channel()
+    other.exchange_delete(exchange)
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        channel.tx_commit()
+    assert closed.value.reply_code == 404
+    assert other.queue_declare(queue, passive=True).method.message_count == 0
+
+
+def test_tx_commit_ok_means_the_messages_survive_a_kill(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    node = start_node(tmp_path, data_dir=data_dir, name="tx")
+    conn = pika.BlockingConnection(pika.URLParameters(node.url()))
+    channel = conn.channel()
+    channel.queue_declare("tx-durable", durable=True)
+    channel.tx_select()
+    for n in range(50):
+        channel.basic_publish("", "tx-durable", b"%d" % n, pika.BasicProperties(delivery_mode=2))
+    channel.tx_commit()
+    node.kill()  # no clean stop: only what Commit-Ok promised is there
+    node = start_node(tmp_path, data_dir=data_dir, name="tx")
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(node.url()))
+        bodies = [b for _, _, b in get_all(conn.channel(), "tx-durable")]
+        assert bodies == [b"%d" % n for n in range(50)]
+        conn.close()
+    finally:
+        node.stop()
+
+
+def test_message_ttl_counts_across_a_restart(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    node = start_node(tmp_path, data_dir=data_dir, name="ttl")
+    conn = pika.BlockingConnection(pika.URLParameters(node.url()))
+    channel = conn.channel()
+    channel.queue_declare("ttl-durable", durable=True, arguments={"x-message-ttl": 3000})
+    channel.confirm_delivery()
+    published = time.monotonic()
+    channel.basic_publish("", "ttl-durable", b"m", pika.BasicProperties(delivery_mode=2))
+    conn.close()
+    time.sleep(1.5)
+    assert node.stop() == 0
+    node = start_node(tmp_path, data_dir=data_dir, name="ttl")
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(node.url()))
+        channel = conn.channel()
+        time.sleep(max(0.0, published + 4 - time.monotonic()))
+        # Counted from the restart (1.5 s or more after the publish), it would still be there.
+        assert channel.queue_declare("ttl-durable", passive=True).method.message_count == 0
+        conn.close()
+    finally:
+        node.stop()
+
+
+def test_priority_queue_and_queue_types(connection, channel) -> None:
+    queue = unique("priority")
+    channel.queue_declare(queue, arguments={"x-max-priority": 10})
+    for body, priority in ((b"low", 1), (b"none", None), (b"high", 9), (b"over", 200), (b"low2", 1)):
+        channel.basic_publish("", queue, body, pika.BasicProperties(priority=priority))
+    assert [b for _, _, b in get_all(channel, queue)] == [b"over", b"high", b"low", b"low2", b"none"]
+    channel.queue_declare(unique("classic"), arguments={"x-queue-type": "classic"})
+    other = connection.channel()
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
+        other.queue_declare(unique("quorum"), durable=True, arguments={"x-queue-type": "quorum"})
+    assert closed.value.reply_code == 406
+    assert "only classic queues are supported" in closed.value.reply_text

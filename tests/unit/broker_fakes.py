@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +153,12 @@ class FakeClock:
 
 def content(body: bytes = b"hello", **properties: Any) -> Content:
     return Content.from_properties(commands.Basic.Properties(**properties), body)
+
+
+def undecodable_headers(body: bytes = b"m") -> Content:
+    """A content header whose headers table holds a field type no decoder knows ('Z')."""
+    entries = b"\x01kZ\x00"
+    return Content(struct.pack(">HI", 1 << 13, len(entries)) + entries, body)
 
 
 class Client:

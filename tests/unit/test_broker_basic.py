@@ -405,3 +405,37 @@ def test_no_local_head_does_not_hold_back_other_connections_messages():
     c = Client(broker)
     c.consume("q", "other")
     assert c.bodies() == [b"own-1", b"own-2"]
+
+
+def test_no_local_head_does_not_hold_back_messages_however_deep():
+    broker = Broker()
+    a = setup("q", broker=broker)
+    a.consume("q", "mine", no_local=True)
+    b = Client(broker)
+    publish_n(a, 1500)  # nobody here may take these
+    b.publish("", "q", b"from-b-1")
+    assert a.bodies() == [b"from-b-1"]
+    b.publish("", "q", b"from-b-2")  # offered at once, behind the held-back head
+    assert a.bodies() == [b"from-b-2"]
+    assert len(broker.vhosts["/"].queues["q"].ready) == 1500
+
+
+def test_no_local_skipping_keeps_each_consumers_fifo():
+    broker = Broker()
+    a = setup("q", broker=broker)
+    b = Client(broker)
+    x = Client(broker)
+    x.call(commands.Basic.Qos(prefetch_size=10))
+    x.consume("q", "x")
+    b.publish("", "q", b"12345")  # x holds 5 bytes of its 10
+    a.call(commands.Basic.Qos(prefetch_count=1))
+    a.consume("q", "a", no_local=True)
+    b.publish("", "q", b"123456")  # too big for x now: a takes it and is full
+    a.publish("", "q", b"own, 30 bytes: for x only")
+    b.publish("", "q", b"abc")  # x could take it, but x is owed the head first
+    assert x.bodies() == [b"12345"]
+    assert a.bodies() == [b"123456"]
+    x.ack(1)
+    assert x.bodies() == [b"own, 30 bytes: for x only"]
+    a.ack(1)
+    assert a.bodies() == [b"abc"]

@@ -4,7 +4,7 @@ from pamqp import commands
 from gateway.broker import Broker
 from gateway.wire.errors import AMQPError
 
-from .broker_fakes import Client, FakeStore, Returned
+from .broker_fakes import Client, FakeStore, Returned, undecodable_headers
 
 
 def error(c, method):
@@ -275,3 +275,17 @@ def test_tx_commit_to_a_deleted_exchange_applies_nothing():
         c.call(commands.Tx.Commit())
     assert raised.value.reply_code == 404
     assert other.call(commands.Queue.Declare(queue="q", passive=True)).message_count == 0
+
+
+def test_tx_commit_with_an_unreadable_headers_table_applies_nothing():
+    c = Client(Broker())
+    c.declare("q")
+    c.bind("q", "amq.headers", arguments={"x-match": "all"})
+    c.call(commands.Tx.Select())
+    c.publish("", "q", b"first")
+    c.session.handle_publish(c.ch, "amq.headers", "", False, False, undecodable_headers())
+    with pytest.raises(AMQPError) as raised:
+        c.call(commands.Tx.Commit())
+    assert (raised.value.reply_code, raised.value.connection_level) == (502, True)
+    assert "malformed headers table" in raised.value.reply_text
+    assert len(c.session.vhost.queues["q"].ready) == 0

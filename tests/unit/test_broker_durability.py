@@ -1,3 +1,4 @@
+import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
@@ -72,8 +73,9 @@ def test_persistent_messages_on_durable_queues_lifecycle():
     c.publish("amq.fanout", "k", b"t", delivery_mode=1)
     adds = store.named("add_message")
     assert len(adds) == 1
-    vhost, queue, message_id, exchange, key, stored_content = adds[0]
+    vhost, queue, message_id, exchange, key, stored_content, routed_at = adds[0]
     assert (vhost, queue, exchange, key, stored_content.body) == ("/", "dq", "amq.fanout", "k", b"p")
+    assert routed_at == broker.clock()
     got = c.get("dq")
     assert store.named("mark_delivered") == [("/", "dq", message_id)]
     c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=True))
@@ -175,3 +177,69 @@ def test_dead_lettered_persistent_message_is_stored_in_target():
     assert [(call[1], call[4]) for call in adds] == [("work", "work"), ("dead", "dead")]
     assert adds[0][2] != adds[1][2]
     assert store.named("remove_message") == [("/", "work", adds[0][2])]
+
+
+def test_recovered_messages_expire_when_they_would_have_without_the_restart():
+    clock = FakeClock()
+    routed = clock.now - 5  # five seconds before the restart
+    dead = Q("/", "dead", False, {})
+    ttl = Q(
+        "/",
+        "ttl",
+        False,
+        {"x-message-ttl": 8000, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"},
+    )
+    snapshot = Snapshot(
+        queues=[dead, ttl],
+        messages={
+            ("/", "ttl"): [
+                M(1, "", "ttl", content(b"own 7s", delivery_mode=2, expiration="7000"), False, routed),
+                M(2, "", "ttl", content(b"queue 8s", delivery_mode=2), False, routed),
+                M(3, "", "ttl", content(b"schema 1", delivery_mode=2), False, None),
+            ]
+        },
+    )
+    broker = Broker(clock=clock)
+    broker.recover(snapshot)
+    assert broker.tick() == pytest.approx(routed + 7)
+    clock.advance(2.5)
+    broker.tick()
+    queues = broker.vhosts["/"].queues
+    assert [e.message.content.body for e in queues["ttl"].ready] == [b"queue 8s", b"schema 1"]
+    clock.advance(1)
+    broker.tick()
+    assert [e.message.content.body for e in queues["ttl"].ready] == [b"schema 1"]
+    assert [e.message.content.body for e in queues["dead"].ready] == [b"own 7s", b"queue 8s"]
+    clock.advance(4.4)  # a message stored without routed_at counts from the restart
+    broker.tick()
+    assert len(queues["ttl"].ready) == 1
+    clock.advance(0.2)
+    broker.tick()
+    assert len(queues["ttl"].ready) == 0
+
+
+def test_routed_at_is_stored_with_each_message():
+    clock = FakeClock()
+    store = FakeStore()
+    c = Client(Broker(store=store, clock=clock))
+    c.declare("q", durable=True)
+    c.publish("", "q", b"m", delivery_mode=2)
+    assert [call[-1] for call in store.named("add_message")] == [clock.now]
+
+
+def test_priority_queue_recovery_keeps_priority_order():
+    queue = Q("/", "p", False, {"x-max-priority": 3})
+    stored_order = [(1, None), (2, 2), (3, 7), (4, 2), (5, 1)]
+    snapshot = Snapshot(
+        queues=[queue],
+        messages={
+            ("/", "p"): [
+                M(n, "", "p", content(b"%d" % n, delivery_mode=2, priority=priority), False, 1.0)
+                for n, priority in stored_order
+            ]
+        },
+    )
+    broker = Broker()
+    broker.recover(snapshot)
+    c = Client(broker)
+    assert [c.get("p", no_ack=True).body for _ in range(5)] == [b"3", b"2", b"4", b"5", b"1"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
 from gateway.wire.content import Content
+from gateway.wire.errors import AMQPError
 
-from .broker_fakes import Client
+from .broker_fakes import Client, undecodable_headers
 
 
 class RecordingFederation:
@@ -71,3 +73,15 @@ def test_every_publish_is_offered_and_may_be_kept_from_local_queues() -> None:
     federation.local = True
     c.publish("fed.topic", "x.z")
     assert c.call(commands.Queue.Declare(queue="q", passive=True)).message_count == 1
+
+
+def test_a_publish_refused_with_502_is_not_forwarded_either() -> None:
+    c, federation = federated()
+    c.exchange("fed.match", "headers")
+    c.declare("q")
+    c.call(commands.Exchange.Bind(destination="fed.match", source="fed.topic", routing_key="#"))
+    c.bind("q", "fed.match", arguments={"x-match": "all"})
+    with pytest.raises(AMQPError) as raised:
+        c.session.handle_publish(c.ch, "fed.topic", "k", False, False, undecodable_headers())
+    assert raised.value.reply_code == 502
+    assert federation.routed == []

@@ -1,13 +1,10 @@
-import struct
-
 import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
-from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
 
-from .broker_fakes import Client, FakeClock
+from .broker_fakes import Client, FakeClock, undecodable_headers
 
 
 def error(c, method):
@@ -490,18 +487,12 @@ def test_requeue_into_a_full_reject_publish_queue_keeps_the_message():
     assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"m1", b"m2"]
 
 
-def _undecodable_headers(body: bytes = b"m") -> Content:
-    """A content header whose table holds a field type no decoder knows ('Z')."""
-    entries = b"\x01kZ\x00"
-    return Content(struct.pack(">H", 1 << 13) + struct.pack(">I", len(entries)) + entries, body)
-
-
 def test_undecodable_headers_through_a_headers_exchange_are_a_syntax_error():
     c = Client(Broker())
     c.declare("q")
     c.bind("q", "amq.headers", arguments={"x-match": "any", "k": 1})
     with pytest.raises(AMQPError) as raised:
-        c.session.handle_publish(c.ch, "amq.headers", "", False, False, _undecodable_headers())
+        c.session.handle_publish(c.ch, "amq.headers", "", False, False, undecodable_headers())
     assert raised.value.reply_code == 502 and raised.value.connection_level
     assert isinstance(c.get("q"), commands.Basic.GetEmpty)
 
@@ -520,9 +511,9 @@ def test_undecodable_headers_are_dead_lettered_unchanged_on_expiry_and_reject():
                 "x-dead-letter-routing-key": "dead",
             },
         )
-    c.session.handle_publish(c.ch, "", "q", False, False, _undecodable_headers(b"expired"))
-    c.session.handle_publish(c.ch, "", "r", False, False, _undecodable_headers(b"rejected"))
-    c.session.handle_publish(c.ch, "", "loop", False, False, _undecodable_headers(b"looping"))
+    c.session.handle_publish(c.ch, "", "q", False, False, undecodable_headers(b"expired"))
+    c.session.handle_publish(c.ch, "", "r", False, False, undecodable_headers(b"rejected"))
+    c.session.handle_publish(c.ch, "", "loop", False, False, undecodable_headers(b"looping"))
     got = c.get("r")
     c.call(commands.Basic.Reject(got.delivery_tag, requeue=False))
     clock.advance(1)
@@ -536,17 +527,121 @@ def test_undecodable_headers_are_dead_lettered_unchanged_on_expiry_and_reject():
 
 
 @pytest.mark.parametrize(
-    ("arguments", "text"),
+    ("value", "detail"),
     [
-        ({"x-queue-type": "quorum"}, "invalid arg 'x-queue-type' for queue 'q' in vhost '/': "),
-        ({"x-max-priority": 10}, "invalid arg 'x-max-priority' for queue 'q' in vhost '/': "),
+        ("quorum", "{unsupported_queue_type,quorum}: only classic queues are supported"),
+        (b"stream", "{unsupported_queue_type,stream}: only classic queues are supported"),
+        (1, "{unacceptable_type,long}"),
     ],
 )
-def test_unsupported_queue_features_are_refused_not_ignored(arguments, text):
+def test_only_classic_queues_are_supported(value, detail):
     c = Client(Broker())
     with pytest.raises(AMQPError) as raised:
-        c.declare("q", arguments=arguments)
-    assert raised.value.reply_code == 406
-    assert raised.value.reply_text.startswith("PRECONDITION_FAILED - " + text)
-    c2 = Client(Broker())
-    assert c2.declare("q", arguments={"x-queue-type": "classic"}).queue == "q"
+        c.declare("q", arguments={"x-queue-type": value})
+    assert (raised.value.reply_code, raised.value.connection_level) == (406, False)
+    assert raised.value.reply_text == (
+        f"PRECONDITION_FAILED - invalid arg 'x-queue-type' for queue 'q' in vhost '/': {detail}"
+    )
+    assert c.declare("q", arguments={"x-queue-type": "classic"}).queue == "q"
+
+
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [(256, "{max_value_exceeded,256}"), (-1, "{value_negative,-1}"), ("5", "{unacceptable_type,longstr}")],
+)
+def test_max_priority_is_validated_like_rabbitmq(value, detail):
+    c = Client(Broker())
+    with pytest.raises(AMQPError) as raised:
+        c.declare("q", arguments={"x-max-priority": value})
+    assert (raised.value.reply_code, raised.value.connection_level) == (406, False)
+    assert raised.value.reply_text == (
+        f"PRECONDITION_FAILED - invalid arg 'x-max-priority' for queue 'q' in vhost '/': {detail}"
+    )
+
+
+def test_priority_queue_delivers_highest_first_and_fifo_within_a_priority():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-priority": 5})
+    for body, priority in ((b"none", None), (b"3a", 3), (b"9-as-5", 9), (b"5", 5), (b"3b", 3), (b"0", 0)):
+        c.publish("", "q", body, priority=priority)
+    assert c.call(commands.Queue.Declare(queue="q", passive=True)).message_count == 6
+    got = [c.get("q", no_ack=True).body for _ in range(6)]
+    assert got == [b"9-as-5", b"5", b"3a", b"3b", b"none", b"0"]
+
+
+def test_priority_queue_consumers_and_requeue_keep_priority_order():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-priority": 10})
+    c.call(commands.Basic.Qos(prefetch_count=1))
+    c.consume("q", "a")
+    for body, priority in ((b"first", 1), (b"low", 1), (b"high", 8), (b"mid", 4)):
+        c.publish("", "q", body, priority=priority)
+    assert c.bodies() == [b"first"]
+    c.call(commands.Basic.Nack(delivery_tag=1, requeue=True))  # back ahead of "low"
+    assert c.bodies() == [b"high"]
+    for tag in (2, 3, 4, 5):
+        c.ack(tag)
+    assert c.bodies() == [b"mid", b"first", b"low"]
+
+
+def test_priority_queue_drop_head_drops_the_next_message_to_deliver():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-priority": 2, "x-max-length": 2})
+    for body, priority in ((b"low", 0), (b"high", 2), (b"mid", 1)):
+        c.publish("", "q", body, priority=priority)
+    assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"mid", b"low"]
+
+
+def test_max_priority_zero_is_a_plain_queue():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-max-priority": 0})
+    for body, priority in ((b"a", 0), (b"b", 9)):
+        c.publish("", "q", body, priority=priority)
+    assert [c.get("q", no_ack=True).body for _ in range(2)] == [b"a", b"b"]
+
+
+def test_tick_dispatches_what_an_expired_head_held_back():
+    clock = FakeClock()
+    c = Client(Broker(clock=clock))
+    c.declare("q")
+    c.call(commands.Basic.Qos(prefetch_size=10))
+    c.consume("q", "a")
+    c.publish("", "q", b"12345")
+    c.publish("", "q", b"too big for the credit", expiration="1000")
+    c.publish("", "q", b"tiny")  # fits, but waits behind the big head (FIFO)
+    assert c.bodies() == [b"12345"]
+    clock.advance(2)
+    c.broker.tick()
+    assert c.bodies() == [b"tiny"]
+
+
+def test_undecodable_headers_dead_letter_cycle_through_two_queues_is_cut():
+    clock = FakeClock()
+    c = Client(Broker(clock=clock))
+    c.declare(
+        "one",
+        arguments={"x-message-ttl": 100, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "two"},
+    )
+    c.declare(
+        "two",
+        arguments={"x-message-ttl": 100, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "one"},
+    )
+    c.session.handle_publish(c.ch, "", "one", False, False, undecodable_headers(b"round"))
+    counts = []
+    for _ in range(4):
+        clock.advance(1)
+        c.broker.tick()
+        counts.append(tuple(len(c.session.vhost.queues[name].ready) for name in ("one", "two")))
+    assert counts == [(0, 1), (0, 0), (0, 0), (0, 0)]
+
+
+def test_rejected_undecodable_message_may_come_back_to_its_own_queue():
+    c = Client(Broker())
+    c.declare("q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q"})
+    c.session.handle_publish(c.ch, "", "q", False, False, undecodable_headers(b"again"))
+    for _ in range(2):  # a client's rejection breaks the cycle rule, as in RabbitMQ
+        got = c.get("q")
+        assert got.body == b"again"
+        assert got.content.header == undecodable_headers().header
+        c.call(commands.Basic.Reject(got.delivery_tag, requeue=False))
+    assert len(c.session.vhost.queues["q"].ready) == 1

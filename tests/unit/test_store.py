@@ -39,7 +39,7 @@ def content(n: int) -> Content:
 
 def add(store: Store, message_id: int, *queues: str) -> None:
     for queue in queues or ("q",):
-        store.add_message("/", queue, message_id, "amq.direct", f"key.{message_id}", content(message_id))
+        store.add_message("/", queue, message_id, "amq.direct", f"key.{message_id}", content(message_id), 1.0)
 
 
 def rows(store: Store, sql: str) -> list[tuple[Any, ...]]:
@@ -390,6 +390,30 @@ def test_newer_schema_version_is_a_clear_error(tmp_path: Path) -> None:
         Store.open(tmp_path)
 
 
+async def test_routed_at_round_trips(store: Store) -> None:
+    store.add_message("/", "q", 1, "", "q", content(1), 1_700_000_000.25)
+    await store.commit()
+    [record] = store.load().messages[("/", "q")]
+    assert record.routed_at == 1_700_000_000.25
+
+
+async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        add(store, 1)
+        await store.commit()
+        path = store.path
+    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at
+        raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
+        raw.execute("PRAGMA user_version = 1")
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        [old] = store.load().messages[("/", "q")]
+        assert (old.message_id, old.content.body, old.routed_at) == (1, b"body-1", None)
+        store.add_message("/", "q", 2, "", "q", content(2), 5.0)
+        await store.commit()
+        assert [r.routed_at for r in store.load().messages[("/", "q")]] == [None, 5.0]
+
+
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / DB_FILE
     path.write_bytes(b"this is not a database, just some bytes" * 200)
@@ -409,7 +433,7 @@ def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
 async def test_corrupted_pages_are_a_clear_error(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
         for n in range(300):
-            store.add_message("/", "q", n, "", "q", Content(content(n).header, bytes(2000)))
+            store.add_message("/", "q", n, "", "q", Content(content(n).header, bytes(2000)), 1.0)
         await store.commit()
         path = store.path
     # Closing checkpointed everything into the main file; scribble over its middle pages.

@@ -58,14 +58,14 @@ WRITER = textwrap.dedent(
         store = Store.open(Path(sys.argv[1]))
         for n in range(1, FIRST + 1):
             for queue in ("q1", "q2") if n % 2 == 0 else ("q1",):
-                store.add_message("/", queue, n, "ex", "rk", Content(HEADER, b"body %d" % n))
+                store.add_message("/", queue, n, "ex", "rk", Content(HEADER, b"body %d" % n), 1.0)
         print("ticket", await store.commit(), flush=True)
         round = 0
         while True:
             round += 1
             start = FIRST + (round - 1) * ROUND
             for n in range(start + 1, start + ROUND + 1):
-                store.add_message("/", "q1", n, "ex", "rk", Content(HEADER, b"body %d" % n))
+                store.add_message("/", "q1", n, "ex", "rk", Content(HEADER, b"body %d" % n), 1.0)
             if round > 1:
                 for n in range(start - ROUND + 1, start + 1):
                     if n % 3 == 0:
