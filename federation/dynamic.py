@@ -84,6 +84,11 @@ class FederatedExchange:
         if self.table.advertised() != before:
             self.on_change()
 
+    def serves_downstream(self) -> bool:
+        """Whether some downstream node's interest stands (one whose bridge is gone does not)."""
+        self._drop_gone_bridges()
+        return bool(self.table.next_hops())
+
     def adverts_for(self, upstream: str, excludes: list[str]) -> set[Advert]:
         return self.table.adverts_for(upstream, excludes)
 
@@ -158,6 +163,8 @@ def decode_adverts(body: bytes) -> tuple[str, str, str, set[Advert]]:
             Advert.of(str(a["origin"]), str(a["key"]), dict(a["arguments"]), tuple(str(p) for p in a["path"]))
             for a in message["adverts"]
         }
+        if any(not advert.path for advert in adverts):
+            raise ValueError("an advert without a path")
         return str(message["exchange"]), str(message["from"]), str(message["queue"]), adverts
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:  # JSON and Unicode errors are ValueErrors
         raise ValueError(f"malformed federation adverts: {exc}") from None

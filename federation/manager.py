@@ -27,10 +27,12 @@ import trio
 
 from federation import client
 from federation.address import BrokerAddress
+from federation.dynamic_route import DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.link import TRANSPORTS, Link
 from federation.persistence import FederationStore
-from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
+from gateway.broker.vhost import VHost
 from gateway.management import ManagementError, Operation
 
 LOGGER = logging.getLogger("federation.manager")
@@ -89,6 +91,7 @@ class Federation:
         self._nursery: trio.Nursery | None = None
         self._store: FederationStore | None = None
         self._closing = False
+        self._exchanges = FederatedExchanges(node.name)
 
     def operations(self) -> dict[str, Operation]:
         return {
@@ -140,7 +143,12 @@ class Federation:
             if peer is None:
                 LOGGER.warning("stored route %s has no stored link to %s:%s; ignored", record, host, port)
                 continue
-            self._attach(peer, Route(RouteConfig.from_json(record), peer.config.address, self.node))
+            route = self._new_route(RouteConfig.from_json(record), peer.config.address)
+            try:
+                route.prepare()
+            except ManagementError as error:
+                LOGGER.warning("stored route %s: %s; it starts once that is fixed", record, error.message)
+            self._attach(peer, route)
         if links:
             LOGGER.info("restored %d durable link(s) and %d route(s)", len(links), len(routes))
 
@@ -210,10 +218,7 @@ class Federation:
         """The client's connect for links, refusing a peer that turns out to be this node."""
         properties = {"connection_name": f"federation link from {self.node.name}"}
         async with self._client_connect(address, client_properties=properties, **options) as connection:
-            name = connection.server_properties.get("cluster_name")
-            if isinstance(name, bytes):
-                name = name.decode("utf-8", "replace")
-            if name == self.node.name:
+            if peer_name(connection) == self.node.name:
                 raise SelfLinkRefused("link to itself refused")
             yield connection
 
@@ -264,10 +269,14 @@ class Federation:
         peer = self._peers.get((host, port))
         if peer is not None:
             self._check_fits(peer, config)
-        route = Route(config, BrokerAddress(host, port, username, password), self.node)
+        route = self._new_route(config, BrokerAddress(host, port, username, password))
         route.prepare()
         if peer is None:
-            peer = self._add_link(LinkConfig(host, port, username, password, config.durable))
+            try:
+                peer = self._add_link(LinkConfig(host, port, username, password, config.durable))
+            except ManagementError:
+                route.retire()  # undo what prepare() made
+                raise
         self._attach(peer, route)
         if config.durable:
             self._stored().put_route(host, port, list(config.identity()), config.to_json())
@@ -298,11 +307,23 @@ class Federation:
                 self._remove_peer(peer)
         return flushed
 
+    def receive_adverts(self, vhost: VHost, body: bytes) -> None:
+        """A downstream node's adverts, published to the control exchange (the server hands
+        them over); see federation.dynamic_route."""
+        self._exchanges.receive(vhost, body)
+
+    def _new_route(self, config: RouteConfig, peer: BrokerAddress) -> Route:
+        if config.kind == "dynamic":
+            return DynamicRoute(config, peer, self.node, self._exchanges)
+        return Route(config, peer, self.node)
+
     def _check_route(self, config: RouteConfig) -> None:
         """Refuse a route this node cannot run, naming what is wrong."""
-        if config.kind == "dynamic":
-            raise ManagementError("not-implemented", "dynamic routes arrive in a later release")
-        if config.kind not in ("exchange", "queue"):
+        if config.kind == "dynamic" and config.src_local:
+            raise ManagementError(
+                "usage", "-s/--src-local is not permitted on dynamic routes (the destination must pull)"
+            )
+        if config.kind not in ("exchange", "queue", "dynamic"):
             raise ManagementError("usage", f"unknown route kind '{config.kind}' (exchange, queue or dynamic)")
         if config.kind == "exchange" and config.key is None:
             raise ManagementError("usage", "an exchange route needs a routing key")

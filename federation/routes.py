@@ -14,6 +14,8 @@ message with confirms and acknowledges it to the source only once the destinatio
   messages go to the peer's exchange over the link's channel with publisher confirms. A durable
   push exchange route's local queue is created with the route, so it fills while the link is
   down.
+- Dynamic routes (federation.dynamic_route.DynamicRoute) are pull routes of this kind whose
+  source queue is a bridge queue the source fills as this node's adverts ask.
 
 Reliability: at least once. Nothing is acknowledged to the source before the destination
 confirmed it; anything unacknowledged when a channel or the link breaks is redelivered by the
@@ -30,7 +32,7 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -164,17 +166,8 @@ class Forwarder:
         self._arrived: trio.Event | None = None
 
     async def run(self) -> None:
-        """Forward until cancelled or until either end fails: its error propagates bare, not in
-        a group, because the link tells a refused channel from a bug by the error's type."""
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._settle)
-                await self._pump()
-                nursery.cancel_scope.cancel()
-        except BaseExceptionGroup as group:
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+        """Forward until cancelled or until either end fails."""
+        await run_beside(self._pump, self._settle)
 
     async def _pump(self) -> None:
         pending, stats, sink, exchange = self._pending, self._stats, self._sink, self._exchange
@@ -239,6 +232,22 @@ class Forwarder:
         self._stats.in_flight -= count
 
 
+async def run_beside(main: Callable[[], Awaitable[None]], *helpers: Callable[[], Awaitable[None]]) -> None:
+    """Run `main` with `helpers` in tasks beside it until `main` returns (the helpers are then
+    cancelled) or one of them fails. A lone error propagates bare, not in a group, because the
+    link tells a refused channel from a bug by the error's type."""
+    try:
+        async with trio.open_nursery() as nursery:
+            for helper in helpers:
+                nursery.start_soon(helper)
+            await main()
+            nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
 class RemoteSink:
     """A client channel in confirm mode, publishing into one exchange of the peer."""
 
@@ -252,6 +261,14 @@ class RemoteSink:
 
     async def wait_for_confirm(self, seq: int) -> None:
         await self._channel.wait_for_confirm(seq)
+
+
+def peer_name(connection: Any) -> str | None:
+    """The peer's node name (server property cluster_name), if it sent one."""
+    name = connection.server_properties.get("cluster_name")
+    if isinstance(name, bytes):
+        return name.decode("utf-8", "replace")
+    return name if isinstance(name, str) else None
 
 
 @dataclass(frozen=True)
@@ -362,10 +379,16 @@ class Route:
             await channel.qos(prefetch_count=config.credit)
             await channel.consume(queue)
             self.last_error = ""
-            await Forwarder(channel, sink, config.exchange, ack=config.ack, stats=self.stats).run()
+            await self._forward(
+                Forwarder(channel, sink, config.exchange, ack=config.ack, stats=self.stats), channel
+            )
         finally:
             sink.close()
             await self._close(channel, delete=self.durable_queue if self._retired else None)
+
+    async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
+        """Run the pull's forwarder; a dynamic route runs its advertising on `channel` beside it."""
+        await forwarder.run()
 
     async def _source_queue(self, channel: Any) -> str:
         """The peer's queue this pull route consumes, declared and bound if the route owns it."""

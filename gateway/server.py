@@ -28,6 +28,7 @@ from typing import Any
 import trio
 from pamqp import commands
 
+from federation.dynamic import CONTROL_EXCHANGE
 from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
@@ -469,6 +470,8 @@ class ConnectionHandler:
         )
         if event.exchange == MANAGEMENT_EXCHANGE:
             self._answer_management(event.content)
+        elif event.exchange == CONTROL_EXCHANGE:
+            self.node.federation.receive_adverts(self.session.vhost, event.content.body)
 
     def _answer_management(self, request: Content) -> None:
         """Run a management request published by this client and queue the reply for it."""

@@ -18,6 +18,8 @@ STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
     ("amq.dataex", "headers"),
     # Management requests (gateway.management_amqp); publishing there is how tools manage a node.
     ("amq.gateway.management", "direct"),
+    # Dynamic routes' adverts (federation.dynamic_route); the server hands them to federation.
+    ("amq.gateway.federation", "direct"),
 )
 
 RESERVED_PREFIX = "amq."

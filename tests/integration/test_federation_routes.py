@@ -193,8 +193,6 @@ async def test_seed_walkthrough_links_exchange_and_queue_routes(nodes: Callable[
             f"Deleted link: {at(b)}",
         ]
         assert await route("link", "list", at(a)) == "No Links Found\n"
-        status, _, err = await cli("amq-route", "dynamic", "add", at(a), at(b), "amq.topic")
-        assert (status, err) == (1, "Failed: not-implemented - dynamic routes arrive in a later release\n")
 
 
 async def test_durable_route_delivers_what_was_published_while_the_source_was_down(

@@ -30,6 +30,7 @@ def test_standard_exchanges_exist_and_are_durable():
         "amq.data": "topic",
         "amq.dataex": "headers",
         "amq.gateway.management": "direct",
+        "amq.gateway.federation": "direct",
     }
     assert {name: x.type for name, x in vhost.exchanges.items()} == expected
     assert all(x.durable for x in vhost.exchanges.values())

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pamqp import commands
 
 from federation.dynamic import DEST_HEADER, TRACE_HEADER, FederatedExchange, decode_adverts, encode_adverts
+from federation.dynamic_route import FederatedExchanges
 from federation.interest import Advert
 from gateway.broker import Broker
 from gateway.wire.content import Content
@@ -137,3 +140,22 @@ def test_adverts_round_trip_with_headers_arguments() -> None:
 
 def _content(headers: dict) -> Content:
     return Content.from_properties(commands.Basic.Properties(headers=headers), b"m")
+
+
+def test_control_messages_attach_on_demand_and_bad_ones_are_ignored(caplog: Any) -> None:
+    a = Broker(node_name="a")
+    client = Client(a)
+    client.exchange("fed.topic", "topic")
+    client.declare("bridge.b")
+    vhost = a.vhosts["/"]
+    exchanges = FederatedExchanges("a")
+    for body in (b"not json", b'{"exchange": "fed.topic"}', encode_adverts("fed.topic", "b", "nope", set())):
+        exchanges.receive(vhost, body)
+    assert vhost.exchanges["fed.topic"].federation is None
+    assert len(caplog.records) == 3
+    interest = {Advert.of("b", "k", {}, ("b",))}
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", interest))
+    federated = vhost.exchanges["fed.topic"].federation
+    assert isinstance(federated, FederatedExchange) and federated.table.next_hops() == {"b": "b"}
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", set()))
+    assert vhost.exchanges["fed.topic"].federation is None  # no route here, no interest left

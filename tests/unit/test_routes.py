@@ -207,9 +207,9 @@ ROUTE = {"host": "peer", "port": 5673, "kind": "exchange", "exchange": "amq.topi
 async def test_manager_refuses_what_it_cannot_run() -> None:
     async with running() as federation:
         assert refusal(federation.add_link, host="localhost", port=5672)[0] == "usage"
-        assert refusal(federation.add_route, **{**ROUTE, "kind": "dynamic"}) == (
-            "not-implemented",
-            "dynamic routes arrive in a later release",
+        assert refusal(federation.add_route, **{**ROUTE, "kind": "dynamic", "src_local": True}) == (
+            "usage",
+            "-s/--src-local is not permitted on dynamic routes (the destination must pull)",
         )
         kind, message = refusal(federation.add_route, **{**ROUTE, "exchange": "nowhere"})
         assert (kind, message) == (
@@ -221,6 +221,26 @@ async def test_manager_refuses_what_it_cannot_run() -> None:
         kind, message = refusal(federation.add_route, **ROUTE, durable=True)
         assert kind == "usage" and "durable route needs a durable link" in message
         assert refusal(federation.add_route, **ROUTE, ack=-1)[0] == "usage"
+
+
+async def test_dynamic_routes_attach_the_exchange_seeded_until_the_last_goes() -> None:
+    async with running() as federation:
+        management = federation.node.management
+        management.add_queue("q")
+        management.add_binding("amq.topic", "q", "a.#")
+        exchange = federation.node.broker.vhosts["/"].exchanges["amq.topic"]
+        dynamic = {**ROUTE, "kind": "dynamic", "key": None}
+        record = federation.add_route(**dynamic)
+        assert (record["kind"], record["key"], record["queue"]) == ("dynamic", None, None)
+        federated = exchange.federation
+        assert federated is not None and federated.tag == "node"
+        assert [(a.key, a.path) for a in federated.adverts_for("peer", [])] == [("a.#", ("node",))]
+        federation.add_route(**{**dynamic, "port": 5674})
+        assert exchange.federation is federated  # one per exchange, shared by its routes
+        federation.delete_route(**dynamic)
+        assert exchange.federation is federated
+        federation.delete_route(**{**dynamic, "port": 5674})
+        assert exchange.federation is None
 
 
 async def test_manager_links_routes_flush_and_records() -> None:

@@ -1,0 +1,253 @@
+"""Dynamic routes: bindings on the destination's exchange pull matching messages from the source.
+
+Two halves, both on every node:
+
+- `FederatedExchanges` keeps one `FederatedExchange` (federation.dynamic) per exchange that has
+  dynamic routes on this node or receives adverts from a downstream node, attached to the
+  broker's Exchange (`exchange.federation`) while either lasts. It also takes the control
+  messages downstream nodes publish to CONTROL_EXCHANGE (the server hands them over).
+- `DynamicRoute` is the pull route of one exchange on one link. On each connection it checks
+  that the source has the exchange with the same type, declares its bridge queue there
+  (exclusive and auto-delete: the source forgets our interest when the connection dies),
+  publishes this node's complete advert set for that source, and then forwards what arrives in
+  the bridge queue into the local exchange (Forwarder, LocalSink: at least once), resending the
+  complete set whenever the local interest changes. A reconnect runs all of it again, so the
+  source replaces whatever it held: a full resync, never a stale or missing binding.
+
+Several routes (one per upstream) share a FederatedExchange, whose single on_change hook is a
+`_Fanout` waking each of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import trio
+from pamqp import commands
+
+from federation.address import BrokerAddress
+from federation.dynamic import CONTROL_EXCHANGE, FederatedExchange, decode_adverts, encode_adverts
+from federation.errors import ChannelClosedByPeer
+from federation.local import LocalChannelClosed
+from federation.routes import Forwarder, LocalNode, Route, RouteConfig, peer_name, run_beside
+from gateway.broker.exchange import Exchange
+from gateway.broker.queue import Queue
+from gateway.broker.vhost import VHost
+from gateway.management import ManagementError
+from gateway.wire import make_method
+from gateway.wire.content import Content
+
+LOGGER = logging.getLogger("federation.dynamic_route")
+
+#: The vhost dynamic routes work in (LocalSink's, the links' default).
+VHOST = "/"
+_ADVERT_PROPERTIES = commands.Basic.Properties(content_type="application/json")
+
+
+class _Fanout:
+    """A FederatedExchange's on_change for several listeners: every dynamic route on the
+    exchange must resend its adverts when what this node would advertise changes."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Callable[[], None]] = []
+
+    def __call__(self) -> None:
+        for listener in list(self.listeners):
+            listener()
+
+
+@dataclass
+class _Entry:
+    """One exchange's dynamic routing: its listeners, and its FederatedExchange while attached
+    (to `exchange`, the broker object it was attached to)."""
+
+    changes: _Fanout = field(default_factory=_Fanout)
+    exchange: Exchange | None = None
+    federated: FederatedExchange | None = None
+
+
+class FederatedExchanges:
+    """The node's FederatedExchanges, created on demand, detached when no longer needed."""
+
+    def __init__(self, node_name: str) -> None:
+        self._node_name = node_name
+        self._entries: dict[tuple[str, str], _Entry] = {}
+
+    def attach(self, vhost: VHost, name: str, tag: str | None = None) -> FederatedExchange | None:
+        """The exchange's FederatedExchange, created (tagged `tag`, else the node's name) and
+        seeded with the exchange's queue bindings if it has none, or if the exchange was
+        deleted and declared again since; None if there is no such exchange."""
+        exchange = vhost.exchanges.get(name)
+        if exchange is None:
+            return None
+        entry = self._entries.setdefault((vhost.name, name), _Entry())
+        if entry.federated is not None and entry.exchange is exchange:
+            return entry.federated
+        replaced = entry.federated
+        federated = FederatedExchange(
+            vhost, name, exchange.type, replaced.tag if replaced else tag or self._node_name
+        )
+        for key, arguments, destination in exchange.matcher.bindings():
+            if isinstance(destination, Queue):
+                federated.bound(key, arguments)
+        federated.on_change = entry.changes
+        exchange.federation = federated
+        entry.exchange, entry.federated = exchange, federated
+        if replaced is not None:
+            entry.changes()  # a new exchange of that name: the routes resend its interest
+        return federated
+
+    def listen(self, vhost: str, name: str, listener: Callable[[], None]) -> None:
+        """Call `listener` whenever the exchange's advertised interest changes."""
+        self._entries.setdefault((vhost, name), _Entry()).changes.listeners.append(listener)
+
+    def unlisten(self, vhost: str, name: str, listener: Callable[[], None]) -> None:
+        """A route is gone; the exchange is detached if nothing else needs its federation."""
+        entry = self._entries.get((vhost, name))
+        if entry is not None:
+            entry.changes.listeners.remove(listener)
+            self._release_if_idle(vhost, name)
+
+    def receive(self, vhost: VHost, body: bytes) -> None:
+        """A control message a downstream node published to CONTROL_EXCHANGE on `vhost`: its
+        complete adverts for one exchange, and the bridge queue it declared here just before.
+        Anything wrong is logged and ignored: a peer must not be able to crash the node."""
+        try:
+            name, sender, queue, adverts = decode_adverts(body)
+        except ValueError as error:
+            LOGGER.warning("%s; ignored", error)
+            return
+        bridge = vhost.queues.get(queue)
+        federated = self.attach(vhost, name) if bridge is not None else None
+        if bridge is None or federated is None:
+            missing = f"bridge queue '{queue}'" if bridge is None else f"exchange '{name}'"
+            LOGGER.warning("adverts from %s ignored: no %s in vhost '%s'", sender, missing, vhost.name)
+            return
+        try:
+            federated.receive_adverts(sender, bridge, adverts)
+        except ValueError as error:  # bindings the exchange's matcher refuses
+            LOGGER.warning("adverts from %s for exchange '%s' ignored: %s", sender, name, error)
+            federated.receive_adverts(sender, bridge, set())
+        self._release_if_idle(vhost.name, name)
+
+    def _release_if_idle(self, vhost: str, name: str) -> None:
+        """Detach when no dynamic route uses the exchange and no downstream interest remains."""
+        entry = self._entries[(vhost, name)]
+        if entry.changes.listeners or (entry.federated is not None and entry.federated.serves_downstream()):
+            return
+        del self._entries[(vhost, name)]
+        if entry.exchange is not None and entry.exchange.federation is entry.federated:
+            entry.exchange.federation = None
+
+
+class SourceExchangeMismatch(ChannelClosedByPeer):
+    """The source has no such exchange, or one of another type. A ChannelClosedByPeer because
+    the link treats it the same way: the route fails (last error: this text) and is retried on
+    the backoff schedule, so it starts once the operator fixed the source."""
+
+    def __str__(self) -> str:
+        return self.reply_text
+
+
+class DynamicRoute(Route):
+    """A dynamic route: a pull route whose source queue is the bridge queue the source fills
+    according to the adverts this route sends it."""
+
+    def __init__(
+        self, config: RouteConfig, peer: BrokerAddress, node: LocalNode, exchanges: FederatedExchanges
+    ) -> None:
+        super().__init__(config, peer, node)
+        self._exchanges = exchanges
+        self._changed = trio.Event()
+        self._upstream = ""
+        self._bridge = ""
+
+    def prepare(self) -> None:
+        """Attach the exchange's federation now, so local bindings count from the start, and
+        follow its changes. ManagementError if the exchange does not exist here."""
+        self._exchanges.listen(VHOST, self.config.exchange, self._wake)
+        self._federated_or(ManagementError("NOT_FOUND", self._no_exchange()))
+
+    def retire(self) -> None:
+        self._exchanges.unlisten(VHOST, self.config.exchange, self._wake)
+        super().retire()
+
+    def _wake(self) -> None:
+        self._changed.set()
+
+    def _no_exchange(self) -> str:
+        return f"no exchange '{self.config.exchange}' on node '{self.node.name}'"
+
+    def _federated_or(self, error: Exception) -> FederatedExchange:
+        federated = self._exchanges.attach(
+            self.node.broker.vhosts[VHOST], self.config.exchange, self.config.tag
+        )
+        if federated is None:
+            raise error
+        return federated
+
+    def _federated(self) -> FederatedExchange:
+        return self._federated_or(LocalChannelClosed(404, self._no_exchange()))
+
+    async def _pull(self, connection: Any) -> None:
+        # Adverts name their upstream by its node name, which is its default federation tag.
+        self._upstream = peer_name(connection) or str(self.peer)
+        await super()._pull(connection)
+
+    async def _source_queue(self, channel: Any) -> str:
+        """Check the source's exchange, declare the bridge queue there and advertise."""
+        federated = self._federated()
+        await self._check_exchange(channel, federated.vhost.exchanges[self.config.exchange])
+        self._bridge = f"federation.bridge.{federated.tag}.{self.config.exchange}"
+        declare = make_method(commands.Queue.Declare, queue=self._bridge, exclusive=True, auto_delete=True)
+        await channel.call(declare)
+        self._changed = trio.Event()
+        self._advertise(channel)
+        return self._bridge
+
+    async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
+        await run_beside(forwarder.run, partial(self._readvertise, channel))
+
+    async def _check_exchange(self, channel: Any, local: Exchange) -> None:
+        """The source's exchange must exist (passive declare: 404) with the local exchange's
+        type and flags (a declare with them: 406 otherwise)."""
+        name, source = self.config.exchange, f"{self.peer.host}:{self.peer.port}"
+        try:
+            await channel.call(make_method(commands.Exchange.Declare, exchange=name, passive=True))
+        except ChannelClosedByPeer as error:
+            if error.reply_code == 404:
+                raise SourceExchangeMismatch(404, f"exchange '{name}' does not exist on {source}") from None
+            raise
+        declare = make_method(
+            commands.Exchange.Declare,
+            exchange=name,
+            exchange_type=local.type,
+            durable=local.durable,
+            auto_delete=local.auto_delete,
+            internal=local.internal,
+            arguments=local.arguments,
+        )
+        try:
+            await channel.call(declare)
+        except ChannelClosedByPeer as error:
+            if error.reply_code == 406:
+                text = f"exchange '{name}' has a different type on {source}: {error.reply_text}"
+                raise SourceExchangeMismatch(406, text) from None
+            raise
+
+    async def _readvertise(self, channel: Any) -> None:
+        """Resend the complete advert set after each change; bursts coalesce into one."""
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            self._advertise(channel)
+
+    def _advertise(self, channel: Any) -> None:
+        federated = self._federated()
+        adverts = federated.adverts_for(self._upstream, list(self.config.excludes))
+        body = encode_adverts(self.config.exchange, federated.tag, self._bridge, adverts)
+        channel.publish(CONTROL_EXCHANGE, "", Content.from_properties(_ADVERT_PROPERTIES, body))

@@ -1,0 +1,202 @@
+"""Dynamic routes between real node processes, driven by amq-route and amq-config: interest
+follows bindings, messages follow interest, and on rings and meshes every subscriber gets each
+message exactly once. Every wait is bounded."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import trio
+
+from federation.client import connect
+from tests.integration.test_federation_routes import (
+    address,
+    at,
+    bodies,
+    cli,
+    drain,
+    manage,
+    nodes,
+    operational,
+    publish,
+    route,
+    sink_queue,
+    wait_link,
+)
+from tests.nodes import NodeProcess
+
+__all__ = ["nodes"]  # the fixture, shared with the static routes' tests
+
+EXCHANGE = "fed.topic"
+PROBE = b"probe-"
+
+
+async def config(node: NodeProcess, *args: str) -> None:
+    status, _, err = await cli("amq-config", "-a", at(node), *args)
+    assert status == 0, f"amq-config {' '.join(args)} -> {status}: {err}"
+
+
+async def federate(*pairs: tuple[NodeProcess, NodeProcess], durable: bool = False) -> None:
+    """A dynamic route into the first node of each pair from the second, all at once."""
+    flags = ["-d"] if durable else []
+    async with trio.open_nursery() as nursery:
+        for dest, src in pairs:
+            nursery.start_soon(route, *flags, "dynamic", "add", at(dest), at(src), EXCHANGE)
+
+
+async def forwarded(node: NodeProcess) -> int:
+    """Messages the node's dynamic routes brought in."""
+    return sum(record["messages"] for record in await manage(node, "routes.list"))
+
+
+async def flows(source: NodeProcess, dest: NodeProcess, queue: str, key: str) -> None:
+    """Publish probes on `source` until one reaches `queue` on `dest`: the interest arrived."""
+    async with connect(address(dest)) as connection:
+        channel = await connection.channel()
+        while True:
+            await publish(source, EXCHANGE, key, [b"probe"])
+            await trio.sleep(0.1)
+            if await channel.get(queue, no_ack=True) is not None:
+                break
+        while await channel.get(queue, no_ack=True) is not None:
+            pass
+
+
+class Subscriber:
+    """A queue on one node bound with `#`, consumed into `bodies`."""
+
+    def __init__(self, node: NodeProcess) -> None:
+        self.node = node
+        self.bodies: list[bytes] = []
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        queue = await sink_queue(self.node, EXCHANGE, "#")
+        async with connect(address(self.node)) as connection:
+            channel = await connection.channel()
+            await channel.consume(queue, no_ack=True)
+            task_status.started()
+            async for delivery in channel.deliveries():
+                self.bodies.append(delivery.content.body)
+
+    def origins(self) -> set[bytes]:
+        return {body for body in self.bodies if body.startswith(PROBE)}
+
+    def messages(self) -> list[bytes]:
+        return [body for body in self.bodies if not body.startswith(PROBE)]
+
+
+async def exactly_once(group: Sequence[NodeProcess], count: int = 50) -> None:
+    """A subscriber on every node; once probes from every node reach every subscriber, `count`
+    messages published on each node must reach each subscriber exactly once."""
+    async with trio.open_nursery() as nursery:
+        subscribers = [Subscriber(node) for node in group]
+        for subscriber in subscribers:
+            await nursery.start(subscriber.run)
+        probes = {PROBE + str(node.port).encode() for node in group}
+        while any(subscriber.origins() != probes for subscriber in subscribers):
+            for node in group:
+                await publish(node, EXCHANGE, "probe", [PROBE + str(node.port).encode()])
+            await trio.sleep(0.2)
+        await trio.sleep(0.5)  # probes in flight arrive; paths settle
+        expected = [body for node in group for body in bodies(f"m{node.port}", count)]
+        async with trio.open_nursery() as publishers:
+            for node in group:
+                publishers.start_soon(publish, node, EXCHANGE, "k", bodies(f"m{node.port}", count))
+        while any(len(subscriber.messages()) < len(expected) for subscriber in subscribers):
+            await trio.sleep(0.05)
+        await trio.sleep(0.5)  # long enough for a duplicate to show up
+        for subscriber in subscribers:
+            assert Counter(subscriber.messages()) == Counter(expected), subscriber.node.port
+        nursery.cancel_scope.cancel()
+
+
+async def test_seed_walkthrough_dynamic_routes(nodes: Callable[..., NodeProcess]) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(40):
+        for node in (a, b):
+            await config(node, "add", "exchange", "topic", EXCHANGE)
+        await federate((a, b), (b, a))
+        assert await route("route", "list", at(a)) == f"{at(a)} {at(b)} {EXCHANGE} <dynamic>\n"
+        assert await route("route", "list", at(b)) == f"{at(b)} {at(a)} {EXCHANGE} <dynamic>\n"
+        routes_map = (await route("route", "map", at(a))).splitlines()
+        assert f"Exchange {EXCHANGE}:" in routes_map
+        assert f"{at(a)} <=> {at(b)}" in routes_map or f"{at(b)} <=> {at(a)}" in routes_map
+
+        sink = await sink_queue(a, EXCHANGE, "a.#")
+        await flows(b, a, sink, "a.probe")
+        before = await forwarded(a)
+        await publish(b, EXCHANGE, "b.x", [b"not for A"])
+        await publish(b, EXCHANGE, "a.x", [b"for A"])
+        assert [m.body for m in await drain(a, sink, 1)] == [b"for A"]
+        assert await forwarded(a) == before + 1  # the bridge carried only the matching one
+
+        await config(a, "unbind", EXCHANGE, sink, "a.#")
+        while True:  # withdrawing the interest takes one advert to reach B
+            before = await forwarded(a)
+            await publish(b, EXCHANGE, "a.y", [b"after unbind"])
+            await trio.sleep(0.2)
+            if await forwarded(a) == before:
+                break
+        await publish(b, EXCHANGE, "a.z", [b"after unbind"])
+        await trio.sleep(0.3)
+        assert await forwarded(a) == before
+
+
+async def test_source_exchange_must_exist_with_the_same_type(nodes: Callable[..., NodeProcess]) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(20):
+        await config(a, "add", "exchange", "topic", EXCHANGE)
+        await federate((a, b))
+        link = await wait_link(a, b.port, operational)
+        assert link["state"] == "Operational"
+        while not (record := (await manage(a, "routes.list"))[0])["last_error"]:
+            await trio.sleep(0.05)
+        assert record["last_error"].endswith(f"exchange '{EXCHANGE}' does not exist on {at(b)}")
+        await config(b, "add", "exchange", "direct", EXCHANGE)
+        while "different type" not in (record := (await manage(a, "routes.list"))[0])["last_error"]:
+            await trio.sleep(0.1)
+        assert f"exchange '{EXCHANGE}' has a different type on {at(b)}: " in record["last_error"]
+
+
+async def test_ring_of_three_delivers_exactly_once(nodes: Callable[..., NodeProcess]) -> None:
+    group = [nodes(name) for name in "ABC"]
+    with trio.fail_after(45):
+        for node in group:
+            await config(node, "add", "exchange", "topic", EXCHANGE)
+        a, b, c = group
+        await federate((a, b), (b, a), (b, c), (c, b), (c, a), (a, c))
+        await exactly_once(group)
+
+
+async def test_full_mesh_of_four_delivers_exactly_once(nodes: Callable[..., NodeProcess]) -> None:
+    group = [nodes(name) for name in "ABCD"]
+    with trio.fail_after(45):
+        for node in group:
+            await config(node, "add", "exchange", "topic", EXCHANGE)
+        await federate(*itertools.permutations(group, 2))
+        await exactly_once(group)
+
+
+async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp_path: Path) -> None:
+    a = nodes("A", data_dir=tmp_path / "a-data")
+    b = nodes("B")
+    with trio.fail_after(45):
+        for node in (a, b):  # the same type and flags on both, as the route checks
+            await config(node, "add", "exchange", "topic", EXCHANGE, "--durable")
+        await federate((a, b), durable=True)
+        sink = await sink_queue(a, EXCHANGE, "r.#")
+        await flows(b, a, sink, "r.probe")
+
+        a.kill()  # B drops A's bridge queue, and with it A's interest
+        a = nodes("A", data_dir=tmp_path / "a-data", port=a.port)
+        sink = await sink_queue(a, EXCHANGE, "again.#")  # A's durable route is restored
+        await wait_link(a, b.port, operational)
+        await flows(b, a, sink, "again.probe")
+        before = await forwarded(a)
+        await publish(b, EXCHANGE, "r.x", [b"stale interest"])
+        await publish(b, EXCHANGE, "again.x", bodies("again", 20))
+        assert [m.body for m in await drain(a, sink, 20)] == bodies("again", 20)
+        assert await forwarded(a) == before + 20  # B forgot the interest A had before it died
