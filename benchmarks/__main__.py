@@ -18,7 +18,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="benchmark the brokers and write the report")
     run.add_argument("--messages", type=int, default=100_000, help="messages per run")
-    run.add_argument("--only", choices=list(harness.BROKERS), help="benchmark one broker")
+    run.add_argument(
+        "--only",
+        choices=list(harness.ONLY),
+        help="one broker's single-node scenarios, or the federation scenarios on both brokers",
+    )
     run.add_argument(
         "--repeat", type=int, default=3, help="runs per throughput scenario; the median is reported"
     )

@@ -13,15 +13,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .procstats import process_tree
+from .wire import Connection
 
 HOST = "127.0.0.1"
 RABBITMQ_SCRIPT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+# The unwrapped CLI next to the server script: /usr/sbin/rabbitmqctl would su to the rabbitmq
+# user and talk to the system node instead of ours.
+RABBITMQCTL = RABBITMQ_SCRIPT.parent / "rabbitmqctl"
 
 
 class BrokerUnavailable(Exception):
@@ -35,6 +39,13 @@ class RunningBroker:
     port: int
     pid: int  # root of the process tree whose CPU and memory we measure
     log: Path
+    # The environment it was started with; rabbitmqctl needs it to find the node (epmd port,
+    # node name, cookie in HOME).
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 def spare_port() -> int:
@@ -95,9 +106,17 @@ def _child(
         )
     try:
         _wait_for_port(proc, port, log, boot)
-        yield RunningBroker(name, HOST, port, proc.pid, log)
+        yield RunningBroker(name, HOST, port, proc.pid, log, env)
     finally:
         _stop(proc, grace=60)
+
+
+def server_properties(broker: RunningBroker) -> dict[str, str]:
+    """What the broker says it is (product, version, platform), for the report."""
+    probe = Connection.open(broker.host, broker.port)
+    probe.close()
+    wanted = ("product", "version", "platform")
+    return {k: str(v) for k, v in probe.server_properties.items() if k in wanted}
 
 
 def rabbitmq_installed() -> bool:
@@ -105,17 +124,19 @@ def rabbitmq_installed() -> bool:
 
 
 @contextmanager
-def rabbitmq(workdir: Path) -> Iterator[RunningBroker]:
+def rabbitmq(workdir: Path, plugins: tuple[str, ...] = ()) -> Iterator[RunningBroker]:
     """A throwaway RabbitMQ node with its own mnesia, logs, node name, ports and epmd.
 
     We run our own epmd in the foreground on a spare port so that the Erlang VM does not
-    daemonise one that would outlive the run, and no plugins (the management plugin would add
-    CPU and memory that the gateway has no counterpart for).
+    daemonise one that would outlive the run, and only the plugins a scenario needs (the
+    management plugin would add CPU and memory that the gateway has no counterpart for).
+    Several nodes side by side each get their own workdir.
     """
     if not rabbitmq_installed():
         raise BrokerUnavailable("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+    workdir.mkdir(parents=True, exist_ok=True)
     port, dist_port, epmd_port = spare_port(), spare_port(), spare_port()
-    (workdir / "enabled_plugins").write_text("[].\n")
+    (workdir / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")
     (workdir / "rabbitmq-env.conf").write_text("")
     env = {
         **os.environ,
@@ -145,16 +166,34 @@ def rabbitmq(workdir: Path) -> Iterator[RunningBroker]:
         _stop(epmd, grace=5)
 
 
+def rabbitmqctl(node: RunningBroker, *args: str, timeout: float = 60) -> str:
+    """Run rabbitmqctl against a node the harness started; its output, or BrokerUnavailable."""
+    argv = [str(RABBITMQCTL), "--node", node.env["RABBITMQ_NODENAME"], *args]
+    try:
+        done = subprocess.run(
+            argv, env=dict(node.env), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise BrokerUnavailable(f"rabbitmqctl {args[0]}: no answer after {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise BrokerUnavailable(f"rabbitmqctl {' '.join(args)}: {(done.stderr or done.stdout).strip()}")
+    return done.stdout
+
+
 def default_gateway_command() -> Path:
     """The amq-gateway console script of the virtualenv running the harness."""
     return Path(sys.executable).parent / "amq-gateway"
 
 
 @contextmanager
-def gateway(workdir: Path, command: Path) -> Iterator[RunningBroker]:
-    """Our node with a data dir, so the persistent scenario really writes to disk."""
+def gateway(workdir: Path, command: Path, name: str = "bench") -> Iterator[RunningBroker]:
+    """Our node with a data dir, so the persistent scenario really writes to disk.
+
+    Nodes of one federation need distinct names: a node refuses a link whose peer has its name.
+    """
     if not command.exists():
         raise BrokerUnavailable(f"{command} does not exist (pip install -e . in the venv)")
+    workdir.mkdir(parents=True, exist_ok=True)
     port = spare_port()
     argv = [
         str(command),
@@ -166,7 +205,7 @@ def gateway(workdir: Path, command: Path) -> Iterator[RunningBroker]:
         "--data-dir",
         str(workdir / "data"),
         "--name",
-        "bench",
+        name,
     ]
     with _child("gateway", argv, dict(os.environ), workdir, port, 60) as broker:
         yield broker

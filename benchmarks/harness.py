@@ -6,49 +6,26 @@ share only with the load tool, as in the baseline note.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import platform
-import statistics
 import tempfile
 import time
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection as Pipe
-from multiprocessing.process import BaseProcess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import brokers
-from .load import (
-    ACK_EVERY,
-    BODY_SIZE,
-    CONFIRM_WINDOW,
-    PREFETCH,
-    Workload,
-    consumer_main,
-    publisher_main,
-)
-from .procstats import (
-    cpu_seconds_between,
-    cpu_ticks,
-    peak_rss_mb,
-    process_tree,
-    reset_peak_rss,
-)
+from . import brokers, federation
+from .load import ACK_EVERY, BODY_SIZE, CONFIRM_WINDOW, PREFETCH, Workload
+from .runs import Settings, measure, repeat
 from .scenarios import SCENARIOS, Scenario, declare, remove
 from .wire import AMQPClosed, Connection
 
 BROKERS = ("rabbitmq", "gateway")
-
-
-@dataclass(frozen=True)
-class Settings:
-    messages: int
-    repeat: int
-    timeout: float  # seconds per run, setup included
-    gateway_command: Path
+# What --only selects: one broker's single-node scenarios, or the federation ones on both.
+ONLY = (*BROKERS, "federation")
 
 
 def _start(name: str, workdir: Path, settings: Settings) -> AbstractContextManager[brokers.RunningBroker]:
@@ -57,36 +34,8 @@ def _start(name: str, workdir: Path, settings: Settings) -> AbstractContextManag
     return brokers.gateway(workdir, settings.gateway_command)
 
 
-class ScenarioFailed(Exception):
-    pass
-
-
-def _receive(pipe: Pipe, deadline: float, who: str) -> Any:
-    """Next message from a child, or ScenarioFailed on its error report or on the deadline."""
-    if not pipe.poll(max(0.0, deadline - time.monotonic())):
-        raise ScenarioFailed(f"timed out waiting for the {who}")
-    try:
-        message = pipe.recv()
-    except EOFError:
-        raise ScenarioFailed(f"the {who} died without reporting") from None
-    if isinstance(message, tuple) and message[0] == "error":
-        raise ScenarioFailed(f"{who}: {message[1]}")
-    return message
-
-
-def _end(process: BaseProcess) -> None:
-    """Stop a child we started if it is still running (only after a failure or timeout)."""
-    if process.is_alive():
-        process.terminate()
-        process.join(5)
-        if process.is_alive():
-            process.kill()
-    process.join()
-
-
 def run_once(broker: brokers.RunningBroker, s: Scenario, messages: int, timeout: float) -> dict[str, Any]:
-    """One publisher/consumer run; the broker's CPU and peak RSS are read around it."""
-    ctx = multiprocessing.get_context("fork")
+    """One publisher/consumer run on a fresh copy of the scenario's queue (and exchange)."""
     work = Workload(
         host=broker.host,
         port=broker.port,
@@ -101,69 +50,14 @@ def run_once(broker: brokers.RunningBroker, s: Scenario, messages: int, timeout:
     )
     deadline = time.monotonic() + timeout
     setup = Connection.open(broker.host, broker.port, timeout=timeout)
-    children: list[BaseProcess] = []
     try:
         declare(setup, s)
-        consumer_pipe, child_end = ctx.Pipe()
-        children.append(ctx.Process(target=consumer_main, args=(work, child_end), daemon=True))
-        children[-1].start()
-        _receive(consumer_pipe, deadline, "consumer")
-        publisher_pipe, child_end = ctx.Pipe()
-        children.append(ctx.Process(target=publisher_main, args=(work, child_end), daemon=True))
-        children[-1].start()
-        _receive(publisher_pipe, deadline, "publisher")
-        tree = process_tree(broker.pid)
-        before = cpu_ticks(tree)
-        rss_reset = reset_peak_rss(tree)
-        publisher_pipe.send("go")
-        _, pub = _receive(publisher_pipe, deadline, "publisher")
-        _, con = _receive(consumer_pipe, deadline, "consumer")
-        tree = process_tree(broker.pid)
-        cpu = cpu_seconds_between(before, cpu_ticks(tree))
-        rss = peak_rss_mb(tree)
+        return measure(work, broker, [broker], deadline)
     finally:
-        for child in children:
-            _end(child)
         try:
             remove(setup, s)
         finally:
             setup.close()
-    elapsed = (con["last_ns"] - pub["start_ns"]) / 1e9
-    return {
-        "msg_per_s": messages / elapsed,
-        "p50_ms": con["p50_ms"],
-        "p99_ms": con["p99_ms"],
-        "max_ms": con["max_ms"],
-        "broker_cpu_s": cpu,
-        "broker_cpu_us_per_msg": cpu / messages * 1e6,
-        "peak_rss_mb": rss,
-        "peak_rss_is_per_run": rss_reset,
-        "elapsed_s": elapsed,
-        "publish_s": (pub["sent_ns"] - pub["start_ns"]) / 1e9,
-        "confirmed_s": (pub["done_ns"] - pub["start_ns"]) / 1e9,
-        "publisher_cpu_s": pub["cpu_s"],
-        "consumer_cpu_s": con["cpu_s"],
-    }
-
-
-def run_scenario(broker: brokers.RunningBroker, s: Scenario, settings: Settings) -> dict[str, Any]:
-    """Repeat a throughput scenario and keep the run with the median rate (paced: one run)."""
-    runs: list[dict[str, Any]] = []
-    for _ in range(1 if s.rate else settings.repeat):
-        try:
-            runs.append(run_once(broker, s, settings.messages, settings.timeout))
-        except Exception as exc:  # a failed scenario is reported, the others still run
-            error = f"{type(exc).__name__}: {exc}"
-            print(f"  {s.key}: FAILED: {error}", flush=True)
-            return {"title": s.title, "ok": False, "error": error, "runs": runs}
-        print(
-            f"  {s.key}: {runs[-1]['msg_per_s']:,.0f} msg/s, p50 {runs[-1]['p50_ms']:.2f} ms,"
-            f" p99 {runs[-1]['p99_ms']:.2f} ms",
-            flush=True,
-        )
-    median_rate = statistics.median_low(r["msg_per_s"] for r in runs)
-    chosen = next(r for r in runs if r["msg_per_s"] == median_rate)
-    return {"title": s.title, "ok": True, **chosen, "runs": runs}
 
 
 def run_broker(name: str, settings: Settings) -> dict[str, Any]:
@@ -171,14 +65,16 @@ def run_broker(name: str, settings: Settings) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"amq-bench-{name}-") as tmp:
         try:
             with _start(name, Path(tmp), settings) as broker:
-                probe = Connection.open(broker.host, broker.port)
-                server = {
-                    k: str(v)
-                    for k, v in probe.server_properties.items()
-                    if k in ("product", "version", "platform")
+                server = brokers.server_properties(broker)
+                scenarios = {
+                    s.key: repeat(
+                        s.key,
+                        s.title,
+                        1 if s.rate else settings.repeat,  # paced: one run
+                        partial(run_once, broker, s, settings.messages, settings.timeout),
+                    )
+                    for s in SCENARIOS
                 }
-                probe.close()
-                scenarios = {s.key: run_scenario(broker, s, settings) for s in SCENARIOS}
         except (brokers.BrokerUnavailable, AMQPClosed, OSError) as exc:
             print(f"{name}: not measured: {exc}", flush=True)
             return {"status": "unavailable", "note": f"{type(exc).__name__}: {exc}"}
@@ -215,11 +111,13 @@ def run(only: str | None, settings: Settings, command: str) -> dict[str, Any]:
             "confirm_window": CONFIRM_WINDOW,
         },
         "brokers": {},
+        "federation": {},
     }
+    skipped = {"status": "skipped", "note": f"--only {only}"}
     for name in BROKERS:
-        if only and name != only:
-            results["brokers"][name] = {"status": "skipped", "note": f"--only {only}"}
-        else:
-            results["brokers"][name] = run_broker(name, settings)
+        results["brokers"][name] = run_broker(name, settings) if only in (None, name) else skipped
+    for name in BROKERS:
+        chosen = only in (None, "federation")
+        results["federation"][name] = federation.run_suite(name, settings) if chosen else skipped
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     return results

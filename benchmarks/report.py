@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .federation import FEDERATION_SCENARIOS, LINK_CREDIT, MAX_HOPS, FederationScenario
+from .load import LINGER_S
 from .scenarios import SCENARIOS, Scenario
 
 NAMES = {"rabbitmq": "RabbitMQ", "gateway": "amq-gateway"}
@@ -19,6 +21,8 @@ C_CLIENT_ANCHOR = {
 }
 # Issue 2's targets, as minimum gateway / RabbitMQ msg/s ratios.
 TARGETS = {"transient": 0.5, "persistent": 1.0}
+# Issue 3's: at least RabbitMQ's federated rate, on every federation scenario.
+FEDERATION_TARGET = 1.0
 
 
 def write_json(results: dict[str, Any], path: Path) -> None:
@@ -31,11 +35,23 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def _result(results: dict[str, Any], broker: str, key: str) -> dict[str, Any] | None:
+def _result(results: dict[str, Any], broker: str, key: str, suite: str = "brokers") -> dict[str, Any] | None:
     """A scenario's figures if that broker ran it successfully."""
-    entry = results["brokers"][broker]
+    entry = results[suite][broker]
     found = entry.get("scenarios", {}).get(key)
     return found if found and found["ok"] else None
+
+
+def _why_not(entry: dict[str, Any], key: str) -> str:
+    """Why a broker has no figures for a scenario, short enough for a table cell."""
+    found = entry.get("scenarios", {}).get(key)
+    if found is None:
+        why = f"not measured ({entry['note'].splitlines()[0]})" if entry.get("note") else "not measured"
+    elif found.get("measured", True):
+        why = f"failed: {found['error']}"
+    else:
+        why = f"not measured: {found['error']}"
+    return why.replace("|", "/").replace("\n", " ")[:120]
 
 
 def _ratio(gw: dict[str, Any] | None, rmq: dict[str, Any] | None, field: str) -> str:
@@ -53,9 +69,7 @@ def _cells(entry: dict[str, Any], r: dict[str, Any] | None, key: str) -> list[st
             f"{r['broker_cpu_s']:.2f}",
             f"{r['peak_rss_mb']:.0f}",
         ]
-    failed = entry.get("scenarios", {}).get(key)
-    why = f"failed: {failed['error']}" if failed else "not measured"
-    return [why.replace("|", "/").replace("\n", " ")[:120], "", "", "", ""]
+    return [_why_not(entry, key), "", "", "", ""]
 
 
 def _machine(results: dict[str, Any]) -> list[str]:
@@ -66,14 +80,99 @@ def _machine(results: dict[str, Any]) -> list[str]:
         f"- Python {m['python']} (load tool and amq-gateway)",
     ]
     for broker, entry in results["brokers"].items():
-        if entry["status"] == "ran":
-            s = entry["server"]
+        ran = next((e for e in (entry, results["federation"][broker]) if e["status"] == "ran"), None)
+        if ran is not None:
+            s = ran["server"]
             detail = " ".join(v for v in (s.get("product"), s.get("version")) if v)
             platform = f" on {s['platform']}" if s.get("platform") else ""
             lines.append(f"- {NAMES[broker]}: {detail}{platform}")
         else:
             lines.append(f"- {NAMES[broker]}: not measured ({entry['note'].splitlines()[0]})")
     return lines
+
+
+def _federation_rows(results: dict[str, Any], s: FederationScenario) -> list[list[str]]:
+    rmq, gw = (_result(results, b, s.key, "federation") for b in ("rabbitmq", "gateway"))
+    rows = []
+    for broker, r in (("rabbitmq", rmq), ("gateway", gw)):
+        suite = results["federation"][broker]
+        found = suite.get("scenarios", {}).get(s.key, {})
+        route = found.get("route", "")
+        if r is not None:
+            cells = [f"{r['msg_per_s']:,.0f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"]
+        else:
+            cells = [_why_not(suite, s.key), "", ""]
+        counted = f"{found['lost']} / {found['duplicated']}" if "lost" in found else ""
+        ratio = _ratio(gw, rmq, "msg_per_s") if broker == "gateway" else ""
+        rows.append([s.title, NAMES[broker], route, *cells, counted, ratio])
+    return rows
+
+
+def _federation(results: dict[str, Any]) -> list[str]:
+    """The Federation section: method, table, target verdicts, and which route kind ran."""
+    st = results["settings"]
+    rows = [row for s in FEDERATION_SCENARIOS for row in _federation_rows(results, s)]
+    targets = []
+    for s in FEDERATION_SCENARIOS:
+        got = _ratio(
+            *(_result(results, b, s.key, "federation") for b in ("gateway", "rabbitmq")), "msg_per_s"
+        )
+        verdict = "—" if got == "—" else ("met" if float(got) >= FEDERATION_TARGET else "NOT met")
+        targets.append(f"- {s.title}: gateway / RabbitMQ msg/s ≥ {FEDERATION_TARGET}: {got} ({verdict})")
+    refused = {
+        found["dynamic_refused"]
+        for found in results["federation"]["gateway"].get("scenarios", {}).values()
+        if "dynamic_refused" in found
+    }
+    fallback = [
+        "",
+        "amq-gateway ran exchange routes (`amq-route route add <next> <previous> <exchange> "
+        "<key>`) instead of dynamic routes, because `amq-route dynamic add` answered: "
+        + "; ".join(f"`{why}`" for why in sorted(refused)),
+    ]
+    return [
+        "## Federation",
+        "",
+        f"- Three nodes of each broker side by side (A, B, C), the brokers one after the other. "
+        f"{st['messages']:,} messages of {st['body_bytes']} bytes published on A with publisher "
+        f"confirms ({st['confirm_window']} in flight) and consumed on B (one hop) or C (two hops, "
+        "through B) by the same load tool; msg/s and latency as above; "
+        f"the run with the median rate out of {st['repeat']} is shown.",
+        "- Every body carries a sequence number: the consumer counts messages lost and messages "
+        f"duplicated (or foreign to the run), listening {LINGER_S} s past the last expected one; "
+        "anything but 0 / 0 fails the run.",
+        "- A run starts once a probe message published on A has reached the consumer's queue, "
+        "which is then purged: links and bindings come up asynchronously.",
+        "- RabbitMQ: exchange federation plugin on the downstream nodes, each with the previous "
+        f"node as its upstream (ack-mode on-confirm, prefetch-count {LINK_CREDIT}, max-hops "
+        f"{MAX_HOPS}) and a policy federating the scenario's exchange; `rabbitmqctl "
+        "set_cluster_name` on each downstream node.",
+        "- amq-gateway: `amq-config -a <node> add exchange topic <exchange>` on every node, "
+        f"then per hop `amq-route --credit {LINK_CREDIT} dynamic add <next> <previous> "
+        "<exchange>`, and the run waits until `amq-route link list <next>` shows Operational.",
+        "",
+        *_table(
+            [
+                "scenario",
+                "broker",
+                "route",
+                "msg/s",
+                "p50 ms",
+                "p99 ms",
+                "lost / duplicated",
+                "msg/s gateway / RabbitMQ",
+            ],
+            rows,
+        ),
+        *(fallback if refused else []),
+        "",
+        "### Targets (issue 3)",
+        "",
+        "gateway ≥ RabbitMQ federation (about 19,000 msg/s here with the cluster name set); "
+        "ratios to the RabbitMQ figures of this run:",
+        "",
+        *targets,
+    ]
 
 
 def _tool_row(results: dict[str, Any], s: Scenario) -> list[str]:
@@ -140,6 +239,7 @@ def render(results: dict[str, Any]) -> str:
         "- msg/s = messages / (last message consumed − publisher start). Latency = consumer "
         "receive time − send time carried in the body; in the throughput scenarios it includes "
         "queueing at full load, the paced run is the latency figure.",
+        "- Every body carries a sequence number; a run that loses or duplicates a message fails.",
         "- Broker CPU s and peak RSS cover the broker's whole process tree during the run "
         "(RabbitMQ: the start script, beam.smp and its helpers), from /proc; the peak is reset "
         "before each run. The brokers run one after the other, each started fresh by the "
@@ -172,6 +272,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         *targets,
         "",
+        *_federation(results),
+        "",
         "## Is the load tool the bottleneck?",
         "",
         "RabbitMQ 3.10.8 driven by the C client (librabbitmq) on these machines, from the "
@@ -184,8 +286,9 @@ def render(results: dict[str, Any]) -> str:
         ),
     ]
     failures = [
-        f"- {NAMES[b]}, {r['title']}: {r['error']}"
-        for b, e in results["brokers"].items()
+        f"- {NAMES[b]}, {prefix}{r['title']}: {'' if r.get('measured', True) else 'not measured: '}{r['error']}"
+        for suite, prefix in (("brokers", ""), ("federation", "federation, "))
+        for b, e in results[suite].items()
         for r in e.get("scenarios", {}).values()
         if not r["ok"]
     ]

@@ -31,24 +31,29 @@ def ack_frame(delivery_tag: int, multiple: bool) -> bytes:
     return _ACK.pack(1, CHANNEL, 13, 60, 80, delivery_tag, int(multiple), FRAME_END)
 
 
+# What the body starts with: the send time (perf_counter_ns) and the message's sequence number.
+STAMP = struct.Struct(">QQ")
+
+
 def publish_template(
     exchange: str, routing_key: str, persistent: bool, body_size: int
 ) -> tuple[bytes, bytes]:
-    """Return (prefix, suffix) such that prefix + 8-byte timestamp + suffix is one message.
+    """Return (prefix, suffix) such that prefix + STAMP + suffix is one message.
 
-    The message is Basic.Publish + content header + one body frame whose first 8 bytes are the
-    send time, so a batch of k messages sent at one instant is just ``(prefix+ts+suffix) * k``.
+    The message is Basic.Publish + content header + one body frame whose first 16 bytes are the
+    send time and a sequence number; everything else is the same for every message, so the
+    publisher encodes its whole stream once and only patches the times in.
     """
-    if body_size < 8:
-        raise ValueError("the body must hold an 8-byte timestamp")
+    if body_size < STAMP.size:
+        raise ValueError(f"the body must hold a {STAMP.size}-byte stamp")
     props = commands.Basic.Properties(delivery_mode=2 if persistent else 1)
     encoded = (
         frame.marshal(commands.Basic.Publish(exchange=exchange, routing_key=routing_key), CHANNEL)
         + frame.marshal(header.ContentHeader(0, body_size, props), CHANNEL)
         + frame.marshal(body.ContentBody(bytes(body_size)), CHANNEL)
     )
-    ts_at = len(encoded) - 1 - body_size
-    return encoded[:ts_at], encoded[ts_at + 8 :]
+    stamp_at = len(encoded) - 1 - body_size
+    return encoded[:stamp_at], encoded[stamp_at + STAMP.size :]
 
 
 def split_frame(buf: bytearray | bytes, pos: int) -> tuple[int, int, int] | None:
