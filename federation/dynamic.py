@@ -114,7 +114,7 @@ class FederatedExchange:
             bridge = self.bridges.get(neighbour)
             if bridge is None:
                 continue
-            stamped = content.replace(headers={**headers, DEST_HEADER: sorted(origins), TRACE_HEADER: trace})
+            stamped = content.with_headers({**headers, DEST_HEADER: sorted(origins), TRACE_HEADER: trace})
             message_id = broker.next_message_id
             broker.next_message_id = message_id + 1
             bridge.publish(

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from pamqp import commands, decode
+from pamqp import commands, decode, encode
 
 _CONTENT_TYPE = 1 << 15
 _CONTENT_ENCODING = 1 << 14
@@ -86,6 +86,31 @@ class Content:
         for name, value in values.items():
             setattr(props, name, value)
         return Content.from_properties(props, self.body)
+
+    def with_headers(self, headers: dict[str, Any]) -> Content:
+        """A copy whose headers table is `headers`, every other property byte kept as sent.
+
+        Federation stamps each forwarded message; splicing one table in costs a fraction of
+        decoding and re-encoding every property (`replace`).
+        """
+        data = self.header
+        flags = _flags(data)
+        start = _flags_length(data)
+        offset = start
+        if flags & _CONTENT_TYPE:
+            offset += 1 + data[offset]
+        if flags & _CONTENT_ENCODING:
+            offset += 1 + data[offset]
+        flag_words = data[:start]
+        if flags & _HEADERS:
+            (size,) = struct.unpack_from(">I", data, offset)
+            rest = data[offset + 4 + size :]
+        else:
+            rest = data[offset:]
+            flag_words = struct.pack(">H", struct.unpack_from(">H", data)[0] | _HEADERS) + data[2:start]
+        content = Content(flag_words + data[start:offset] + encode.field_table(headers) + rest, self.body)
+        content._headers = headers
+        return content
 
     @property
     def delivery_mode(self) -> int | None:

@@ -54,3 +54,31 @@ def test_scans_of_equal_sections_are_shared_but_errors_are_not_cached() -> None:
     for _ in range(2):
         with pytest.raises(ValueError):
             Content(props[:-1], b"").expiration  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        commands.Basic.Properties(),
+        commands.Basic.Properties(content_type="text/plain", delivery_mode=2, message_id="m"),
+        commands.Basic.Properties(
+            content_type="a/b",
+            content_encoding="gzip",
+            headers={"old": 1, "x-gateway-dest": ["z"]},
+            priority=3,
+            reply_to="r",
+            expiration="100",
+            app_id="app",
+        ),
+    ],
+)
+def test_with_headers_splices_the_table_and_keeps_every_other_property(properties) -> None:
+    original = Content.from_properties(properties, b"body")
+    before = Content(original.header, original.body).properties
+    stamped = original.with_headers({"x-gateway-dest": ["b", "c"], "x-gateway-trace": ["a"]})
+    after = Content(stamped.header, stamped.body).properties
+    assert after.headers == {"x-gateway-dest": ["b", "c"], "x-gateway-trace": ["a"]}
+    for name in before.__slots__:
+        if name != "headers":
+            assert getattr(after, name) == getattr(before, name), name
+    assert stamped.body == b"body"
