@@ -33,6 +33,7 @@ from pamqp import commands
 
 from federation.errors import ChannelClosedByPeer, ClientError, ConsumerCancelled, PublishNacked
 from gateway.broker import Broker, Session
+from gateway.broker.outbox import NullOutbox
 from gateway.wire import make_method
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
@@ -60,7 +61,7 @@ class LocalDelivery(NamedTuple):
     content: Content
 
 
-class _InternalOutbox:
+class _InternalOutbox(NullOutbox):
     """An Outbox for an internal session: what a route does not need is ignored."""
 
     #: consumer_cancel_notify: a deleted queue must end the route's iteration, not hang it.
@@ -103,22 +104,7 @@ class _InternalOutbox:
         self._session.disconnect()
         self._want_commit()
 
-    # -- Outbox -----------------------------------------------------------------------------
-
-    def writable(self) -> bool:
-        return True
-
-    def send_method(self, channel: int, method: Any) -> None:
-        pass
-
-    def send_deliver(self, *args: Any) -> None:
-        pass
-
-    def send_get_ok(self, *args: Any) -> None:
-        pass
-
-    def send_return(self, *args: Any) -> None:
-        pass
+    # -- Outbox: what a route does not need is ignored (NullOutbox); refusals end it --------
 
     def close_channel(self, channel: int, error: AMQPError) -> None:
         self._fail(LocalChannelClosed(error.reply_code, error.reply_text))

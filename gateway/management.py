@@ -18,6 +18,7 @@ from pamqp import commands
 
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
+from gateway.broker.outbox import NullOutbox
 from gateway.wire.errors import REPLY_NAMES, AMQPError
 
 Operation = Callable[..., Any]
@@ -30,34 +31,6 @@ class ManagementError(Exception):
         super().__init__(f"{kind} - {message}")
         self.kind = kind
         self.message = message
-
-
-class _DiscardingOutbox:
-    """The internal session's outbox: replies are not needed, deliveries never happen."""
-
-    client_capabilities: dict[str, Any] = {}
-    peer = "management"
-
-    def writable(self) -> bool:
-        return True
-
-    def send_method(self, channel: int, method: Any) -> None:
-        pass
-
-    def send_deliver(self, *args: Any) -> None:
-        pass
-
-    def send_get_ok(self, *args: Any) -> None:
-        pass
-
-    def send_return(self, *args: Any) -> None:
-        pass
-
-    def close_channel(self, channel: int, error: AMQPError) -> None:
-        pass
-
-    def close_connection(self, error: AMQPError) -> None:
-        pass
 
 
 class Management:
@@ -249,7 +222,7 @@ class Management:
     def _run(self, vhost: str, method: Any) -> None:
         """Run one AMQP method on a short-lived internal session; AMQP errors become ours."""
         self._vhost(vhost)
-        session = self.broker.connect(_DiscardingOutbox(), "management", vhost, {})
+        session = self.broker.connect(NullOutbox(), "management", vhost, {})
         try:
             session.open_channel(1)
             session.handle_method(1, method)

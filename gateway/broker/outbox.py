@@ -60,3 +60,32 @@ class Outbox(Protocol):
         """False while the connection's output is backed up: the model then stops delivering to
         it until `Session.resume()`."""
         ...
+
+
+class NullOutbox:
+    """An Outbox that ignores everything: the base of in-process sessions (management runs
+    AMQP methods on one; federation routes override what they need to hear)."""
+
+    client_capabilities: dict[str, Any] = {}
+    peer = "internal"
+
+    def writable(self) -> bool:
+        return True
+
+    def send_method(self, channel: int, method: Any) -> None:
+        pass
+
+    def send_deliver(self, *args: Any) -> None:
+        pass
+
+    def send_get_ok(self, *args: Any) -> None:
+        pass
+
+    def send_return(self, *args: Any) -> None:
+        pass
+
+    def close_channel(self, channel: int, error: AMQPError) -> None:
+        pass
+
+    def close_connection(self, error: AMQPError) -> None:
+        pass
