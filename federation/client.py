@@ -616,13 +616,19 @@ class Channel:
     async def wait_for_confirm(self, seq: int) -> None:
         """Wait for one publish's confirm; PublishNacked if it was nacked (and not yet
         reported by `wait_for_confirms`)."""
+        while not self.confirmed(seq):
+            await self._confirm_changed()
+
+    def confirmed(self, seq: int) -> bool:
+        """Whether publish `seq` is settled, without waiting; PublishNacked as above."""
         if not 1 <= seq <= self._published:
             raise ValueError(f"no publish {seq} on channel {self.number} (last is {self._published})")
-        while seq in self._unconfirmed:
-            await self._confirm_changed()
+        if seq in self._unconfirmed:
+            return False
         if seq in self._nacked:
             self._nacked.discard(seq)
             raise PublishNacked([seq])
+        return True
 
     async def _confirm_changed(self) -> None:
         self._check()
@@ -688,25 +694,43 @@ class Channel:
 
 
 class _Deliveries:
-    """`Channel.deliveries()`: a plain async iterator (no generator to finalize)."""
+    """`Channel.deliveries()`: a plain async iterator (no generator to finalize).
 
-    __slots__ = ("_channel", "_inbox")
+    Each wait takes everything buffered at once, and the items are then handed out without
+    a checkpoint: a busy route costs one trip through the scheduler per batch, not per message.
+    """
+
+    __slots__ = ("_channel", "_inbox", "_taken")
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._inbox = channel._inbox
+        self._taken: deque[Delivery | ConsumerCancelled] = deque()
 
     def __aiter__(self) -> _Deliveries:
         return self
 
     async def __anext__(self) -> Delivery:
+        taken = self._taken
+        if not taken:
+            await self._take()
+        item = taken.popleft()
+        if type(item) is Delivery:
+            return item
+        raise item
+
+    async def _take(self) -> None:
+        inbox, taken = self._inbox, self._taken
         try:
-            item = await self._inbox.receive()
+            taken.append(await inbox.receive())
+            while True:
+                taken.append(inbox.receive_nowait())
+        except trio.WouldBlock:
+            return
         except trio.EndOfChannel:
+            if taken:
+                return
             channel = self._channel
             if channel._error is not None and not channel._closed_by_us:
                 raise channel._error from None
             raise StopAsyncIteration from None
-        if type(item) is Delivery:
-            return item
-        raise item

@@ -6,10 +6,8 @@ arriving from downstream nodes fill its InterestTable, and every message publish
 exchange is forwarded, with its destination set, into the bridge queue of each downstream node
 on a best path (see federation.interest for why this delivers exactly once).
 
-Messages that crossed a route carry two headers:
-- DEST_HEADER: the origins (node tags) the message must still reach; a node delivers to its
-  own queues only if it is one of them.
-- TRACE_HEADER: the nodes it passed, so that a message can never loop, even while paths change.
+Messages that crossed a route carry two headers (federation.stamps): the origins they must
+still reach, and the nodes they passed.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from federation.interest import Advert, InterestTable
+from federation.stamps import Stamp, read_stamp, stamped
 from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
@@ -28,8 +27,6 @@ from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("federation.dynamic")
 
-DEST_HEADER = "x-gateway-dest"
-TRACE_HEADER = "x-gateway-trace"
 #: Where a downstream node publishes its adverts (a built-in exchange on every node).
 CONTROL_EXCHANGE = "amq.gateway.federation"
 
@@ -62,17 +59,15 @@ class FederatedExchange:
     def route(self, routing_key: str, content: Content) -> bool:
         """Forward toward interested nodes; True if local queues may have the message."""
         self._drop_gone_bridges()
-        headers = _headers(content)
-        destinations = _tags(headers.get(DEST_HEADER)) if DEST_HEADER in headers else None
-        trace = list(_tags(headers.get(TRACE_HEADER)) or ())
-        if self.tag in trace:
+        stamp = read_stamp(content)
+        if self.tag in stamp.trace:
             self.looped += 1
             LOGGER.warning("exchange %r: dropped a message that came back to %s", self.exchange, self.tag)
             return False
-        plan = self.table.forward(routing_key, headers, destinations)
+        plan = self.table.forward(routing_key, stamp.headers, stamp.destinations)
         if plan:
-            self._forward(plan, routing_key, content, headers, [*trace, self.tag])
-        return self.table.delivers_locally(destinations)
+            self._forward(plan, routing_key, content, stamp)
+        return self.table.delivers_locally(stamp.destinations)
 
     # -- adverts from downstream nodes ---------------------------------------------------------
 
@@ -106,35 +101,21 @@ class FederatedExchange:
         plan: dict[str, frozenset[str]],
         routing_key: str,
         content: Content,
-        headers: dict[str, Any],
-        trace: list[str],
+        stamp: Stamp,
     ) -> None:
         broker = self.vhost.broker
+        trace = (*stamp.trace, self.tag)
         for neighbour, origins in plan.items():
             bridge = self.bridges.get(neighbour)
             if bridge is None:
                 continue
-            stamped = content.with_headers({**headers, DEST_HEADER: sorted(origins), TRACE_HEADER: trace})
+            forwarded = stamped(content, stamp, origins, trace)
             message_id = broker.next_message_id
             broker.next_message_id = message_id + 1
             bridge.publish(
-                Message(message_id, self.exchange, routing_key, stamped, stamped.persistent, None, 0)
+                Message(message_id, self.exchange, routing_key, forwarded, forwarded.persistent, None, 0)
             )
             self.forwarded += 1
-
-
-def _headers(content: Content) -> dict[str, Any]:
-    try:
-        return dict(content.headers or {})
-    except ValueError:
-        return {}
-
-
-def _tags(value: Any) -> frozenset[str] | None:
-    """A header's list of node tags (AMQP arrays may hold bytes or str)."""
-    if not isinstance(value, list):
-        return None
-    return frozenset(item.decode() if isinstance(item, bytes) else str(item) for item in value)
 
 
 # -- the control message: a downstream node's adverts, as JSON --------------------------------

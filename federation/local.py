@@ -141,6 +141,15 @@ class LocalSink(_InternalOutbox):
         self._published += 1
         return self._published
 
+    def confirmed(self, seq: int) -> bool:
+        """Whether `seq` is settled; PublishNacked if the model refused it."""
+        if seq > self._settled:
+            return False
+        if seq in self._nacked:
+            self._nacked.discard(seq)
+            raise PublishNacked([seq])
+        return True
+
     async def wait_for_confirm(self, seq: int) -> None:
         while seq > self._settled:
             self._check()

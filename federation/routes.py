@@ -29,7 +29,6 @@ routing key).
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable
@@ -84,6 +83,11 @@ class Sink(Protocol):
     """Where a route puts messages: LocalSink, or RemoteSink (a client channel)."""
 
     def publish(self, exchange: str, routing_key: str, content: Content) -> int: ...
+
+    def confirmed(self, seq: int) -> bool:
+        """Whether publish `seq` is settled already (PublishNacked if it was refused): lets
+        the forwarder settle a run of confirmed publishes without awaiting each."""
+        ...
 
     async def wait_for_confirm(self, seq: int) -> None: ...
 
@@ -181,7 +185,7 @@ class Forwarder:
                 self._arrived = None
 
     async def _settle(self) -> None:
-        pending, stats = self._pending, self._stats
+        pending, stats, sink = self._pending, self._stats, self._sink
         unacked = 0
         last_tag = 0
         while True:
@@ -200,12 +204,13 @@ class Forwarder:
                 continue
             seq, tag, size = pending[0]
             try:
-                if unacked and not await self._confirmed_now(seq):
+                if not sink.confirmed(seq):
                     # About to wait: the source gets what is confirmed first, so a full window
                     # (prefetch) never waits on a batch that cannot fill.
-                    self._acknowledge(last_tag, unacked)
-                    unacked = 0
-                await self._sink.wait_for_confirm(seq)
+                    if unacked:
+                        self._acknowledge(last_tag, unacked)
+                        unacked = 0
+                    await sink.wait_for_confirm(seq)
             except PublishNacked:
                 if unacked:
                     self._acknowledge(last_tag, unacked)
@@ -219,13 +224,6 @@ class Forwarder:
             if unacked >= self._ack:
                 self._acknowledge(last_tag, unacked)
                 unacked = 0
-
-    async def _confirmed_now(self, seq: int) -> bool:
-        """Whether publish `seq` is confirmed already: both sinks return from wait_for_confirm
-        without a checkpoint when it is, so an expired deadline only interrupts a real wait."""
-        with trio.CancelScope(deadline=-math.inf) as scope:
-            await self._sink.wait_for_confirm(seq)
-        return not scope.cancelled_caught
 
     def _acknowledge(self, tag: int, count: int) -> None:
         self._source.ack(tag, multiple=True)
@@ -258,6 +256,9 @@ class RemoteSink:
         seq = self._channel.publish(exchange, routing_key, content)
         assert seq is not None, "the channel is in confirm mode"
         return int(seq)
+
+    def confirmed(self, seq: int) -> bool:
+        return bool(self._channel.confirmed(seq))
 
     async def wait_for_confirm(self, seq: int) -> None:
         await self._channel.wait_for_confirm(seq)

@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
-from pamqp import commands, decode, encode
+from pamqp import commands, decode
 
 _CONTENT_TYPE = 1 << 15
 _CONTENT_ENCODING = 1 << 14
@@ -87,8 +87,9 @@ class Content:
             setattr(props, name, value)
         return Content.from_properties(props, self.body)
 
-    def with_headers(self, headers: dict[str, Any]) -> Content:
-        """A copy whose headers table is `headers`, every other property byte kept as sent.
+    def with_headers_table(self, table: bytes) -> Content:
+        """A copy whose headers table is `table` (encoded, size-prefixed), every other property
+        byte kept as sent.
 
         Federation stamps each forwarded message; splicing one table in costs a fraction of
         decoding and re-encoding every property (`replace`).
@@ -108,9 +109,7 @@ class Content:
         else:
             rest = data[offset:]
             flag_words = struct.pack(">H", struct.unpack_from(">H", data)[0] | _HEADERS) + data[2:start]
-        content = Content(flag_words + data[start:offset] + encode.field_table(headers) + rest, self.body)
-        content._headers = headers
-        return content
+        return Content(flag_words + data[start:offset] + table + rest, self.body)
 
     @property
     def delivery_mode(self) -> int | None:
@@ -136,10 +135,16 @@ class Content:
     def headers(self) -> dict[str, Any] | None:
         """The headers table, decoded on first use (headers exchanges, dead-lettering)."""
         if self._headers is _UNSCANNED:
-            raw = (self._fields or self._scan())[4]
+            raw = self.headers_table
             with _decoding("headers"):
                 self._headers = None if raw is None else decode.field_table(raw)[1]
         return self._headers
+
+    @property
+    def headers_table(self) -> bytes | None:
+        """The headers table as sent (size-prefixed), or None: a key for caching what is
+        decoded from it."""
+        return (self._fields or self._scan())[4]
 
     def _scan(self) -> _Fields:
         """The fields the broker uses, from the cache or from one walk of the section."""

@@ -6,9 +6,10 @@ from typing import Any
 
 from pamqp import commands
 
-from federation.dynamic import DEST_HEADER, TRACE_HEADER, FederatedExchange, decode_adverts, encode_adverts
+from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.dynamic_route import FederatedExchanges
 from federation.interest import Advert
+from federation.stamps import DEST_HEADER, TRACE_HEADER
 from gateway.broker import Broker
 from gateway.wire.content import Content
 

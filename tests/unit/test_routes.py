@@ -67,11 +67,16 @@ class FakeSink:
         self._progress.set()
         self._progress = trio.Event()
 
-    async def wait_for_confirm(self, seq: int) -> None:
-        while seq > self.settled:
-            await self._progress.wait()
+    def confirmed(self, seq: int) -> bool:
+        if seq > self.settled:
+            return False
         if seq in self.nacked:
             raise PublishNacked([seq])
+        return True
+
+    async def wait_for_confirm(self, seq: int) -> None:
+        while not self.confirmed(seq):
+            await self._progress.wait()
 
 
 async def test_acks_are_batched_and_the_rest_flushed_when_the_stream_goes_idle(autojump_clock: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from pamqp import commands
+from pamqp import commands, encode
 
 from gateway.wire import Content
 
@@ -72,10 +72,11 @@ def test_scans_of_equal_sections_are_shared_but_errors_are_not_cached() -> None:
         ),
     ],
 )
-def test_with_headers_splices_the_table_and_keeps_every_other_property(properties) -> None:
+def test_with_headers_table_splices_the_table_and_keeps_every_other_property(properties) -> None:
     original = Content.from_properties(properties, b"body")
     before = Content(original.header, original.body).properties
-    stamped = original.with_headers({"x-gateway-dest": ["b", "c"], "x-gateway-trace": ["a"]})
+    table = encode.field_table({"x-gateway-dest": ["b", "c"], "x-gateway-trace": ["a"]})
+    stamped = original.with_headers_table(table)
     after = Content(stamped.header, stamped.body).properties
     assert after.headers == {"x-gateway-dest": ["b", "c"], "x-gateway-trace": ["a"]}
     for name in before.__slots__:
