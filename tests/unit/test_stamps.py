@@ -82,4 +82,3 @@ def test_an_undecodable_headers_table_reads_as_published_here() -> None:
     assert stamp == (read_stamp(_content(None)))
     forwarded = _arrived(stamped(content, stamp, frozenset({"b"}), ("a",)))
     assert forwarded.properties.headers == {DEST_HEADER: ["b"], TRACE_HEADER: ["a"]}
-
