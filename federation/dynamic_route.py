@@ -235,7 +235,7 @@ class DynamicRoute(Route):
             await channel.call(declare)
         except ChannelClosedByPeer as error:
             if error.reply_code == 406:
-                text = f"exchange '{name}' has a different type on {source}: {error.reply_text}"
+                text = f"exchange '{name}' is declared differently on {source}: {error.reply_text}"
                 raise SourceExchangeMismatch(406, text) from None
             raise
 

@@ -156,9 +156,10 @@ async def test_source_exchange_must_exist_with_the_same_type(nodes: Callable[...
             await trio.sleep(0.05)
         assert record["last_error"].endswith(f"exchange '{EXCHANGE}' does not exist on {at(b)}")
         await config(b, "add", "exchange", "direct", EXCHANGE)
-        while "different type" not in (record := (await manage(a, "routes.list"))[0])["last_error"]:
+        while "differently" not in (record := (await manage(a, "routes.list"))[0])["last_error"]:
             await trio.sleep(0.1)
-        assert f"exchange '{EXCHANGE}' has a different type on {at(b)}: " in record["last_error"]
+        assert f"exchange '{EXCHANGE}' is declared differently on {at(b)}: " in record["last_error"]
+        assert "inequivalent arg 'type'" in record["last_error"]
 
 
 async def test_ring_of_three_delivers_exactly_once(nodes: Callable[..., NodeProcess]) -> None:
