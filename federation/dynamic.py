@@ -56,7 +56,11 @@ class FederatedExchange:
         if self.table.unbind_local(key, arguments):
             self.on_change()
 
-    def route(self, routing_key: str, content: Content) -> bool:
+    def route(self, message: Message, found: set[Queue]) -> set[Queue]:
+        """Forward toward interested nodes; the local queues the message may go to."""
+        return found if self._forward_and_keep(message.routing_key, message.content) else set()
+
+    def _forward_and_keep(self, routing_key: str, content: Content) -> bool:
         """Forward toward interested nodes; True if local queues may have the message."""
         self._drop_gone_bridges()
         stamp = read_stamp(content)

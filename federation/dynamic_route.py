@@ -31,9 +31,16 @@ from pamqp import commands
 
 from federation.address import BrokerAddress
 from federation.dynamic import CONTROL_EXCHANGE, FederatedExchange, decode_adverts, encode_adverts
-from federation.errors import ChannelClosedByPeer
 from federation.local import LocalChannelClosed
-from federation.routes import Forwarder, LocalNode, Route, RouteConfig, peer_name, run_beside
+from federation.routes import (
+    Forwarder,
+    LocalNode,
+    Route,
+    RouteConfig,
+    check_peer_exchange,
+    peer_name,
+    run_beside,
+)
 from gateway.broker.exchange import Exchange
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
@@ -144,15 +151,6 @@ class FederatedExchanges:
             entry.exchange.federation = None
 
 
-class SourceExchangeMismatch(ChannelClosedByPeer):
-    """The source has no such exchange, or one of another type. A ChannelClosedByPeer because
-    the link treats it the same way: the route fails (last error: this text) and is retried on
-    the backoff schedule, so it starts once the operator fixed the source."""
-
-    def __str__(self) -> str:
-        return self.reply_text
-
-
 class DynamicRoute(Route):
     """A dynamic route: a pull route whose source queue is the bridge queue the source fills
     according to the adverts this route sends it."""
@@ -201,7 +199,7 @@ class DynamicRoute(Route):
     async def _source_queue(self, channel: Any) -> str:
         """Check the source's exchange, declare the bridge queue there and advertise."""
         federated = self._federated()
-        await self._check_exchange(channel, federated.vhost.exchanges[self.config.exchange])
+        await check_peer_exchange(channel, federated.vhost.exchanges[self.config.exchange], self.peer)
         self._bridge = f"federation.bridge.{federated.tag}.{self.config.exchange}"
         declare = make_method(commands.Queue.Declare, queue=self._bridge, exclusive=True, auto_delete=True)
         await channel.call(declare)
@@ -211,33 +209,6 @@ class DynamicRoute(Route):
 
     async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
         await run_beside(forwarder.run, partial(self._readvertise, channel))
-
-    async def _check_exchange(self, channel: Any, local: Exchange) -> None:
-        """The source's exchange must exist (passive declare: 404) with the local exchange's
-        type and flags (a declare with them: 406 otherwise)."""
-        name, source = self.config.exchange, f"{self.peer.host}:{self.peer.port}"
-        try:
-            await channel.call(make_method(commands.Exchange.Declare, exchange=name, passive=True))
-        except ChannelClosedByPeer as error:
-            if error.reply_code == 404:
-                raise SourceExchangeMismatch(404, f"exchange '{name}' does not exist on {source}") from None
-            raise
-        declare = make_method(
-            commands.Exchange.Declare,
-            exchange=name,
-            exchange_type=local.type,
-            durable=local.durable,
-            auto_delete=local.auto_delete,
-            internal=local.internal,
-            arguments=local.arguments,
-        )
-        try:
-            await channel.call(declare)
-        except ChannelClosedByPeer as error:
-            if error.reply_code == 406:
-                text = f"exchange '{name}' is declared differently on {source}: {error.reply_text}"
-                raise SourceExchangeMismatch(406, text) from None
-            raise
 
     async def _readvertise(self, channel: Any) -> None:
         """Resend the complete advert set after each change; bursts coalesce into one."""

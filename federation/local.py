@@ -52,13 +52,15 @@ class LocalChannelClosed(ChannelClosedByPeer):
 
 
 class LocalDelivery(NamedTuple):
-    """A message LocalSource received; the attributes routes use of the client's Delivery."""
+    """A message LocalSource received; the attributes routes use of the client's Delivery,
+    and where a Return for it would go (Message.return_to)."""
 
     delivery_tag: int
     redelivered: bool
     exchange: str
     routing_key: str
     content: Content
+    return_to: tuple[int, int] | None = None
 
 
 class _InternalOutbox(NullOutbox):
@@ -97,6 +99,11 @@ class _InternalOutbox(NullOutbox):
     def _fail(self, error: ClientError) -> None:
         if self._error is None:
             self._error = error
+
+    @property
+    def session_id(self) -> int:
+        """The internal session's id: what the messages it publishes carry as their origin."""
+        return self._session.id
 
     def close(self) -> None:
         """End the session: unacked deliveries go back to their queues, private queues go."""
@@ -255,7 +262,9 @@ class LocalSource(_InternalOutbox):
         routing_key: str,
         content: Content,
     ) -> None:
-        self._push(LocalDelivery(delivery_tag, redelivered, exchange, routing_key, content))
+        entry = self._session.channels[CHANNEL].unacked[delivery_tag]
+        return_to = entry.message.return_to
+        self._push(LocalDelivery(delivery_tag, redelivered, exchange, routing_key, content, return_to))
 
     def _push(self, item: LocalDelivery | ConsumerCancelled) -> None:
         self._buffer.append(item)

@@ -42,6 +42,7 @@ from federation.address import BrokerAddress
 from federation.errors import ChannelClosedByPeer, ClientError, PublishNacked
 from federation.local import LocalSink, LocalSource
 from gateway.broker import Broker
+from gateway.broker.exchange import Exchange
 from gateway.management import Management, ManagementError
 from gateway.wire import make_method
 from gateway.wire.content import Content
@@ -174,15 +175,18 @@ class Forwarder:
         await run_beside(self._pump, self._settle)
 
     async def _pump(self) -> None:
-        pending, stats, sink, exchange = self._pending, self._stats, self._sink, self._exchange
+        pending, stats, publish = self._pending, self._stats, self._publish
         async for delivery in self._source.deliveries():
-            content = delivery.content
-            seq = sink.publish(exchange, delivery.routing_key, content)
-            pending.append((seq, delivery.delivery_tag, len(content.body)))
+            seq = publish(delivery)
+            pending.append((seq, delivery.delivery_tag, len(delivery.content.body)))
             stats.in_flight += 1
             if self._arrived is not None:
                 self._arrived.set()
                 self._arrived = None
+
+    def _publish(self, delivery: Any) -> int:
+        """Hand one delivery to the sink; its confirm sequence number."""
+        return self._sink.publish(self._exchange, delivery.routing_key, delivery.content)
 
     async def _settle(self) -> None:
         pending, stats, sink = self._pending, self._stats, self._sink
@@ -243,6 +247,46 @@ async def run_beside(main: Callable[[], Awaitable[None]], *helpers: Callable[[],
     except BaseExceptionGroup as group:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
+        raise
+
+
+class SourceExchangeMismatch(ChannelClosedByPeer):
+    """The source has no such exchange, or one of another type. A ChannelClosedByPeer because
+    the link treats it the same way: the route fails (last error: this text) and is retried on
+    the backoff schedule, so it starts once the operator fixed the source."""
+
+    def __str__(self) -> str:
+        return self.reply_text
+
+
+async def check_peer_exchange(channel: Any, local: Exchange, peer: BrokerAddress) -> None:
+    """The peer's exchange of the same name must exist (passive declare: 404) with the local
+    exchange's type and flags (a declare with them: 406 otherwise). Built-in `amq.*` exchanges
+    only need to exist: brokers refuse declaring that prefix, and they are standard anyway."""
+    name, source = local.name, f"{peer.host}:{peer.port}"
+    try:
+        await channel.call(make_method(commands.Exchange.Declare, exchange=name, passive=True))
+    except ChannelClosedByPeer as error:
+        if error.reply_code == 404:
+            raise SourceExchangeMismatch(404, f"exchange '{name}' does not exist on {source}") from None
+        raise
+    if name.startswith("amq."):
+        return
+    declare = make_method(
+        commands.Exchange.Declare,
+        exchange=name,
+        exchange_type=local.type,
+        durable=local.durable,
+        auto_delete=local.auto_delete,
+        internal=local.internal,
+        arguments=local.arguments,
+    )
+    try:
+        await channel.call(declare)
+    except ChannelClosedByPeer as error:
+        if error.reply_code == 406:
+            text = f"exchange '{name}' is declared differently on {source}: {error.reply_text}"
+            raise SourceExchangeMismatch(406, text) from None
         raise
 
 

@@ -94,6 +94,7 @@ class Management:
                 "auto_delete": queue.auto_delete,
                 "exclusive": queue.owner is not None,
                 "messages": len(queue.ready),
+                "dropped": queue.dropped,
                 "consumers": len(queue.consumers),
                 "bindings": len(queue.sources),
                 "arguments": jsonable(queue.arguments),

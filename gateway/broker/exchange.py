@@ -10,6 +10,7 @@ from gateway.wire.content import Content
 from gateway.wire.errors import syntax_error
 
 if TYPE_CHECKING:
+    from gateway.broker.message import Message
     from gateway.broker.queue import Queue
     from gateway.broker.vhost import VHost
 
@@ -67,7 +68,8 @@ class Exchange:
 
 
 class ExchangeFederation(Protocol):
-    """What dynamic routing attaches to an exchange (federation.dynamic implements it)."""
+    """What federation attaches to an exchange: dynamic routing (federation.dynamic) or an
+    attachment to a parent (federation.attachment)."""
 
     def bound(self, key: str, arguments: dict[str, Any]) -> None:
         """A queue was bound to the exchange: local interest to advertise."""
@@ -75,23 +77,22 @@ class ExchangeFederation(Protocol):
     def unbound(self, key: str, arguments: dict[str, Any]) -> None:
         """A queue binding went away."""
 
-    def route(self, routing_key: str, content: Content) -> bool:
-        """Forward the message toward interested nodes; True if it may reach local queues."""
+    def route(self, message: Message, found: set[Queue]) -> set[Queue]:
+        """The queues the message goes to, given the local ones it reached: federation may
+        forward it, keep it from them, or add a queue of its own."""
         ...
 
 
-def route(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
+def route(start: Exchange, message: Message) -> set[Queue]:
     """The queues a message published to `start` reaches, each once.
 
-    A federated exchange also hands the message to its federation, which may keep it from
-    local queues; only once local routing succeeded, so a message refused with 502 (see
-    `reach`) has gone nowhere.
+    A federated exchange also hands the message to its federation, which has the last word;
+    only once local routing succeeded, so a message refused with 502 (see `reach`) has gone
+    nowhere.
     """
-    found = reach(start, routing_key, content)
+    found = reach(start, message.routing_key, message.content)
     federation = start.federation
-    if federation is not None and not federation.route(routing_key, content):
-        return set()
-    return found
+    return found if federation is None else federation.route(message, found)
 
 
 def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:

@@ -16,7 +16,17 @@ if TYPE_CHECKING:
 
 
 class Message:
-    __slots__ = ("id", "exchange", "routing_key", "content", "size", "persistent", "expires_at", "origin")
+    __slots__ = (
+        "id",
+        "exchange",
+        "routing_key",
+        "content",
+        "size",
+        "persistent",
+        "expires_at",
+        "origin",
+        "return_to",
+    )
 
     def __init__(
         self,
@@ -27,6 +37,7 @@ class Message:
         persistent: bool,
         expires_at: float | None,
         origin: int,
+        return_to: tuple[int, int] | None = None,
     ) -> None:
         self.id = message_id
         self.exchange = exchange
@@ -38,6 +49,9 @@ class Message:
         self.expires_at = expires_at
         #: Id of the publishing session (0 for none), for consumers with no-local.
         self.origin = origin
+        #: (session id, channel) of a mandatory publish: where a Return goes if a federation
+        #: parent finds the message unroutable later. Not stored: it means nothing after a restart.
+        self.return_to = return_to
 
 
 class Entry:

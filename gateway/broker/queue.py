@@ -42,6 +42,7 @@ class Queue:
         "deleted",
         "watched",
         "limited",
+        "dropped",
         "stuck",
         "waiting",
     )
@@ -79,6 +80,8 @@ class Queue:
         #: Queues with TTLs or x-expires are visited by Broker.tick.
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
+        #: Messages drop-head overflow has dropped since the queue was created (not stored).
+        self.dropped = 0
         #: The head the last dispatch could hand to no consumer (see `publish`), else None.
         self.stuck: Entry | None = None
         #: With `stuck`: the consumers owed an earlier message, which may take nothing behind
@@ -173,6 +176,7 @@ class Queue:
         while ready and (len(ready) > max_length or self.ready_bytes > max_bytes):
             dropped.append(self._take())
         if dropped:
+            self.dropped += len(dropped)
             self._discard(dropped, "maxlen")
 
     # -- delivering -------------------------------------------------------------------------

@@ -145,7 +145,8 @@ class Session:
         self, channel: Channel, exchange: Exchange, routing_key: str, mandatory: bool, content: Content
     ) -> None:
         """Route and enqueue now; then the Return (if unroutable and mandatory) and the confirm."""
-        reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id)
+        return_to = (self.id, channel.number) if mandatory else None
+        reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
         if not reached and mandatory:
             self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
         confirms = channel.confirms

@@ -40,7 +40,12 @@ class VHost:
     # -- publishing -------------------------------------------------------------------------
 
     def publish(
-        self, exchange: Exchange, routing_key: str, content: Content, origin: int
+        self,
+        exchange: Exchange,
+        routing_key: str,
+        content: Content,
+        origin: int,
+        return_to: tuple[int, int] | None = None,
     ) -> tuple[int, bool, bool]:
         """Route a message and enqueue it: (queues reached, refused by one, written to store)."""
         broker = self.broker
@@ -48,7 +53,14 @@ class VHost:
         message_id = broker.next_message_id
         broker.next_message_id = message_id + 1
         message = Message(
-            message_id, exchange.name, routing_key, content, content.delivery_mode == 2, expires_at, origin
+            message_id,
+            exchange.name,
+            routing_key,
+            content,
+            content.delivery_mode == 2,
+            expires_at,
+            origin,
+            return_to,
         )
         if exchange.is_default:
             queue = self.queues.get(routing_key)
@@ -57,7 +69,7 @@ class VHost:
             if queue.publish(message):
                 return 1, False, message.persistent and queue.store is not None
             return 1, True, False
-        queues = route(exchange, routing_key, content)
+        queues = route(exchange, message)
         refused = stored = False
         for queue in queues:
             if queue.publish(message):
@@ -79,7 +91,7 @@ class VHost:
             routing_key = options.dead_letter_routing_key or message.routing_key
             copy = dead_letter_copy(message, queue.name, reason, now, exchange.name, routing_key)
             try:
-                reached = route(exchange, routing_key, copy.content)
+                reached = route(exchange, copy)
             except AMQPError:
                 # Only a headers exchange fails here, on a table it cannot decode; nobody
                 # published this message now, so there is no one to tell: it is dropped.

@@ -8,7 +8,8 @@ import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
-from gateway.wire.content import Content
+from gateway.broker.message import Message
+from gateway.broker.queue import Queue
 from gateway.wire.errors import AMQPError
 
 from .broker_fakes import Client, undecodable_headers
@@ -26,9 +27,9 @@ class RecordingFederation:
     def unbound(self, key: str, arguments: dict[str, Any]) -> None:
         self.events.append(("unbound", key, arguments))
 
-    def route(self, routing_key: str, content: Content) -> bool:
-        self.routed.append(routing_key)
-        return self.local
+    def route(self, message: Message, found: set[Queue]) -> set[Queue]:
+        self.routed.append(message.routing_key)
+        return found if self.local else set()
 
 
 def federated(local: bool = True) -> tuple[Client, RecordingFederation]:

@@ -73,6 +73,7 @@ def test_queues_and_bindings(management: Management) -> None:
         "auto_delete": False,
         "exclusive": False,
         "messages": 0,
+        "dropped": 0,
         "consumers": 0,
         "bindings": 1,
         "arguments": {"x-max-length": 5},
