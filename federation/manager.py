@@ -27,12 +27,14 @@ import trio
 
 from federation import client
 from federation.address import BrokerAddress
-from federation.dynamic_route import DynamicRoute, FederatedExchanges
+from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
+from federation.federations import Federations
 from federation.link import TRANSPORTS, Link
 from federation.persistence import FederationStore
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
 from gateway.broker.vhost import VHost
+from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
 
 LOGGER = logging.getLogger("federation.manager")
@@ -82,6 +84,7 @@ class Federation:
         *,
         data_dir: Path | None,
         connect: Callable[..., AbstractAsyncContextManager[Any]] = client.connect,
+        settings: FederationSettings | None = None,
     ) -> None:
         self.node = node
         self._data_dir = data_dir
@@ -92,6 +95,7 @@ class Federation:
         self._store: FederationStore | None = None
         self._closing = False
         self._exchanges = FederatedExchanges(node.name)
+        self.federations = Federations(node, settings or FederationSettings(), self._connect)
 
     def operations(self) -> dict[str, Operation]:
         return {
@@ -102,6 +106,7 @@ class Federation:
             "routes.add": self.add_route,
             "routes.delete": self.delete_route,
             "routes.flush": self.flush_routes,
+            **self.federations.operations(),
         }
 
     # -- life cycle -------------------------------------------------------------------------
@@ -119,6 +124,7 @@ class Federation:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self._restore()
+                self.federations.start(nursery, self._store)
                 task_status.started()
                 await trio.sleep_forever()
         finally:
@@ -130,6 +136,7 @@ class Federation:
         stored, to be restored at the next start. No link starts after this."""
         self._closing = True
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.federations.close)
             for peer in self._peers.values():
                 nursery.start_soon(peer.link.close)
 
@@ -319,6 +326,11 @@ class Federation:
 
     def _check_route(self, config: RouteConfig) -> None:
         """Refuse a route this node cannot run, naming what is wrong."""
+        if config.kind == "dynamic" and self.federations.attached(VHOST, config.exchange):
+            raise ManagementError(
+                "usage",
+                f"exchange '{config.exchange}' is federated to a parent: an exchange is federated at most once",
+            )
         if config.kind == "dynamic" and config.src_local:
             raise ManagementError(
                 "usage", "-s/--src-local is not permitted on dynamic routes (the destination must pull)"

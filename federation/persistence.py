@@ -39,13 +39,19 @@ CREATE TABLE IF NOT EXISTS routes (
     record TEXT NOT NULL,
     PRIMARY KEY (host, port, identity)
 );
+CREATE TABLE IF NOT EXISTS attachments (
+    vhost TEXT NOT NULL,
+    exchange TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (vhost, exchange)
+);
 """
 
 Record = dict[str, Any]
 
 
 class FederationStore:
-    """The durable links and routes of one node."""
+    """The durable links, routes and federated exchanges (attachments) of one node."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -103,3 +109,20 @@ class FederationStore:
                 "DELETE FROM routes WHERE host = ? AND port = ? AND identity = ?",
                 (host, port, json.dumps(identity)),
             )
+
+    def load_attachments(self) -> list[Record]:
+        """Durable federated exchanges, in the order they were first stored."""
+        return [
+            json.loads(row[0]) for row in self._db.execute("SELECT record FROM attachments ORDER BY rowid")
+        ]
+
+    def put_attachment(self, vhost: str, exchange: str, record: Record) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO attachments (vhost, exchange, record) VALUES (?, ?, ?)",
+                (vhost, exchange, json.dumps(record)),
+            )
+
+    def delete_attachment(self, vhost: str, exchange: str) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM attachments WHERE vhost = ? AND exchange = ?", (vhost, exchange))

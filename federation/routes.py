@@ -429,7 +429,7 @@ class Route:
             )
         finally:
             sink.close()
-            await self._close(channel, delete=self.durable_queue if self._retired else None)
+            await close_route_channel(channel, delete=self.durable_queue if self._retired else None)
 
     async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
         """Run the pull's forwarder; a dynamic route runs its advertising on `channel` beside it."""
@@ -475,15 +475,15 @@ class Route:
             ).run()
         finally:
             source.close()
-            await self._close(channel)
+            await close_route_channel(channel)
 
-    @staticmethod
-    async def _close(channel: Any, delete: str | None = None) -> None:
-        """Close the route's channel (the peer requeues what was not acknowledged), deleting
-        the queue `delete` first; bounded and shielded, as it runs when the route is cancelled.
-        A channel or connection already gone needs nothing more."""
-        with trio.CancelScope(shield=True), trio.move_on_after(CLEANUP_TIMEOUT):
-            with contextlib.suppress(ClientError):
-                if delete is not None:
-                    await channel.call(make_method(commands.Queue.Delete, queue=delete))
-                await channel.close()
+
+async def close_route_channel(channel: Any, delete: str | None = None) -> None:
+    """Close the route's channel (the peer requeues what was not acknowledged), deleting
+    the queue `delete` first; bounded and shielded, as it runs when the route is cancelled.
+    A channel or connection already gone needs nothing more."""
+    with trio.CancelScope(shield=True), trio.move_on_after(CLEANUP_TIMEOUT):
+        with contextlib.suppress(ClientError):
+            if delete is not None:
+                await channel.call(make_method(commands.Queue.Delete, queue=delete))
+            await channel.close()

@@ -33,6 +33,7 @@ from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
+from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import MANAGEMENT_EXCHANGE
 from gateway.management_amqp import answer as answer_management
@@ -103,6 +104,7 @@ class Node:
         users: UsersDB,
         store: Store | None = None,
         limits: Limits = Limits(),
+        federation: FederationSettings | None = None,
     ) -> None:
         self.name = name
         self.users = users
@@ -115,6 +117,7 @@ class Node:
         self.federation = Federation(
             LocalNode(name, self.management, self.want_commit),
             data_dir=None if store is None else store.data_dir,
+            settings=federation,
         )
         self.management.operations.update(self.federation.operations())
         self.handlers: set[ConnectionHandler] = set()
@@ -272,6 +275,8 @@ class ConnectionHandler:
         self._wakeup = trio.Event()
         self._sending = 0
         self._paused = False
+        #: While blocked we do not read, so the client's heartbeats wait in the socket.
+        self._blocked = False
         self._last_received = trio.current_time()
         self._last_sent = trio.current_time()
         self._closing_deadline = math.inf
@@ -385,6 +390,27 @@ class ConnectionHandler:
                 await trio.sleep(0.001)
             if self.session is not None:
                 self._handshake_scope.deadline = math.inf
+                if self.session.hold is not None:
+                    await self._held(self.session)
+
+    async def _held(self, session: Session) -> None:
+        """A publish of this connection found no room (a full federation outbox): stop
+        reading from it until there is, telling a client that understands Connection.Blocked."""
+        hold = session.hold
+        assert hold is not None
+        LOGGER.info("%s: blocked: %s", self.peer, hold.reason)
+        self.wire.send_blocked(hold.reason)
+        self._wake()
+        self._blocked = True
+        try:
+            await hold.released()
+        finally:
+            self._blocked = False
+            self._last_received = trio.current_time()
+        session.hold = None
+        self.wire.send_unblocked()
+        self._wake()
+        LOGGER.info("%s: unblocked", self.peer)
 
     async def _process_events(self) -> None:
         next_event = self.wire.next_event
@@ -537,7 +563,7 @@ class ConnectionHandler:
             interval = self.wire.negotiated.heartbeat if self.session is not None else 0
             if not interval:
                 continue
-            if now - self._last_received > 2 * interval:
+            if now - self._last_received > 2 * interval and not self._blocked:
                 LOGGER.warning(
                     "%s: missed heartbeats from client, timeout: %ds; closing", self.peer, interval
                 )

@@ -18,6 +18,7 @@ from gateway.wire.errors import not_allowed
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
+    from gateway.broker.exchange import Exchange
     from gateway.broker.queue import Queue
 
 
@@ -40,6 +41,8 @@ class Broker:
         #: Called with a deadline earlier than the one tick() last returned (optional; the
         #: server uses it to re-arm its timer).
         self.on_deadline: Callable[[float], None] | None = None
+        #: Called with each exchange created (federation attaches matching ones).
+        self.on_exchange_created: Callable[[Exchange], None] | None = None
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()

@@ -4,7 +4,7 @@ server calls for every method, publish and ack it receives."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pamqp import commands
 
@@ -36,6 +36,14 @@ PUBLISH = commands.Basic.Publish()
 Handler = Callable[["Session", Channel, Any], None]
 
 
+class Hold(Protocol):
+    """Why a session's publishers must pause, and when they may go on."""
+
+    reason: str
+
+    async def released(self) -> None: ...
+
+
 class Session:
     __slots__ = (
         "broker",
@@ -47,6 +55,7 @@ class Session:
         "channels",
         "exclusive_queues",
         "cancel_notify",
+        "hold",
     )
 
     def __init__(
@@ -68,6 +77,9 @@ class Session:
         self.exclusive_queues: set[Queue] = set()
         #: Whether the client wants basic.cancel when its queue is deleted under it.
         self.cancel_notify = bool(outbox.client_capabilities.get("consumer_cancel_notify"))
+        #: Set when this session's publishers must pause (a full federation outbox): the
+        #: server stops reading from the connection until the hold is released.
+        self.hold: Hold | None = None
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.user}@{getattr(self.outbox, 'peer', '?')}>"

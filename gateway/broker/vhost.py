@@ -121,6 +121,8 @@ class VHost:
         store = self.broker.store
         if durable and persist and store is not None:
             store.put_exchange(self.name, name, exchange_type, auto_delete, internal, arguments)
+        if self.broker.on_exchange_created is not None:
+            self.broker.on_exchange_created(exchange)
         return exchange
 
     def delete_exchange(self, exchange: Exchange) -> None:

@@ -1,0 +1,471 @@
+"""Exchange federation as OpenAMQ has it: a local exchange attached to the identically named
+exchange on a parent node, with a type (docs/federation.md, "Federation types").
+
+The parent sees an ordinary client. The child's side has two halves, used by type:
+
+- subscribing (subscriber, fanout, service): a queue on the parent, named after this node and
+  the exchange, bound with each distinct binding of a local queue on the exchange (binds and
+  unbinds are mirrored; identical local bindings make one remote binding). What arrives in it is
+  published on the local exchange, where it reaches the local queues. The queue is durable like
+  the exchange, so what the parent routes to us while the peering is down waits there.
+- forwarding (publisher: every publish; locator and service: publishes that reached no local
+  queue; fanout: every publish, which is then not routed locally, because it comes back from
+  the parent like everyone else's): the message goes into a local outbox queue, durable like
+  the exchange and bounded (outbox_limit / outbox_policy), which the peering empties into the
+  parent's exchange with publisher confirms; a message leaves the outbox only once the parent
+  confirmed it, so nothing accepted is lost while the parent is away. A publish made with
+  mandatory goes up with mandatory, and the parent's Return goes back to the original
+  publisher if its channel is still open.
+
+Messages republished from the parent are never forwarded again (they are told apart by the
+internal session that publishes them), so nothing loops between a child and its parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter, deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import trio
+from pamqp import commands
+
+from federation.address import BrokerAddress
+from federation.local import LocalChannelClosed, LocalDelivery, LocalSink, LocalSource
+from federation.routes import (
+    DEFAULT_ACK,
+    DEFAULT_CREDIT,
+    Forwarder,
+    LocalNode,
+    RemoteSink,
+    RouteStats,
+    check_peer_exchange,
+    close_route_channel,
+)
+from gateway.broker.exchange import Exchange
+from gateway.broker.message import Message
+from gateway.broker.queue import Queue
+from gateway.broker.vhost import VHost
+from gateway.management import ManagementError
+from gateway.routing import freeze
+from gateway.wire import make_method
+
+LOGGER = logging.getLogger("federation.attachment")
+
+TYPES = ("subscriber", "publisher", "locator", "fanout", "service")
+#: The OpenAMQ manual's other name for fanout.
+ALIASES = {"data": "fanout"}
+POLICIES = ("block", "drop-oldest")
+#: Exchanges that cannot be federated besides internal ones: the default exchange and ours.
+SYSTEM_EXCHANGES = frozenset({"", "amq.gateway.management", "amq.gateway.federation"})
+#: A blocked outbox lets publishers go on once it is below this share of its limit.
+RELEASE_AT = 0.9
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What a type does: mirror bindings and pull, forward publishes ("all", "unrouted" or
+    None), and route local publishes to local queues."""
+
+    subscribes: bool
+    forwards: str | None
+    routes_locally: bool
+
+
+BEHAVIOURS = {
+    "subscriber": Behaviour(True, None, True),
+    "publisher": Behaviour(False, "all", True),
+    "locator": Behaviour(False, "unrouted", True),
+    "fanout": Behaviour(True, "all", False),
+    "service": Behaviour(True, "unrouted", True),
+}
+
+
+def normalize_type(name: str | None, exchange_type: str) -> str:
+    """The federation type to use: the one asked for, else service for direct exchanges and
+    fanout for the others (OpenAMQ's defaults). ManagementError for an unknown one."""
+    if name is None:
+        return "service" if exchange_type == "direct" else "fanout"
+    name = ALIASES.get(name, name)
+    if name not in BEHAVIOURS:
+        raise ManagementError("usage", f"unknown federation type '{name}' (one of: {', '.join(TYPES)})")
+    return name
+
+
+@dataclass(frozen=True)
+class AttachmentConfig:
+    """One federated exchange: as federations.add creates it and persistence stores it."""
+
+    exchange: str
+    vhost: str
+    type: str
+    host: str
+    port: int
+    parent_vhost: str = "/"
+    username: str = "peering"
+    password: str = "peering"
+    durable: bool = False
+    source: str = "runtime"
+    outbox_limit: int = 100_000
+    outbox_policy: str = "block"
+
+    @property
+    def parent(self) -> BrokerAddress:
+        return BrokerAddress(self.host, self.port, self.username, self.password)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Gate:
+    """Publishers held while an outbox is full (Session.hold): they wait on `released`."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self._open = trio.Event()
+
+    async def released(self) -> None:
+        await self._open.wait()
+
+    def open(self) -> None:
+        self._open.set()
+
+
+class Attachment:
+    """The broker's hook on one federated exchange (Exchange.federation) and what the peering
+    needs of it: the bindings to mirror, the outbox, the sessions that republish from the
+    parent, and the counters federations.list shows."""
+
+    def __init__(self, config: AttachmentConfig, node: LocalNode, vhost: VHost) -> None:
+        self.config = config
+        self.node = node
+        self.vhost = vhost
+        self.behaviour = BEHAVIOURS[config.type]
+        self.outbox_name = f"federation.outbox.{config.exchange}"
+        #: Each distinct local binding: identity -> (key, arguments), with how many queues have it.
+        self.bindings: dict[tuple[str, Any], tuple[str, dict[str, Any]]] = {}
+        self._binding_counts: Counter[tuple[str, Any]] = Counter()
+        self.bindings_changed = trio.Event()
+        #: Ids of the internal sessions publishing what came from the parent.
+        self.inbound_sessions: set[int] = set()
+        self.forwarded = RouteStats()
+        self.received = RouteStats()
+        self.returned = 0
+        self._gate: _Gate | None = None
+        self.exchange: Exchange | None = None
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def attach(self, exchange: Exchange) -> None:
+        """Hook into `exchange` (count its queue bindings) and make sure the outbox exists."""
+        self.exchange = exchange
+        self.bindings.clear()
+        self._binding_counts.clear()
+        for key, arguments, destination in exchange.matcher.bindings():
+            if isinstance(destination, Queue):
+                self.bound(key, arguments)
+        exchange.federation = self
+        if self.behaviour.forwards is not None:
+            self.outbox()
+
+    def detach(self) -> None:
+        """Unhook; the outbox goes too unless it still holds messages (they are not lost:
+        federating the exchange again sends them)."""
+        if self.exchange is not None and self.exchange.federation is self:
+            self.exchange.federation = None
+        queue = self.vhost.queues.get(self.outbox_name)
+        if queue is not None and not queue.ready:
+            with contextlib.suppress(ManagementError):
+                self.node.management.delete_queue(self.outbox_name, vhost=self.vhost.name)
+        self._release()
+
+    def outbox(self) -> Queue:
+        """The outbox queue, created (again) if missing."""
+        queue = self.vhost.queues.get(self.outbox_name)
+        if queue is None:
+            config = self.config
+            arguments: dict[str, Any] = {}
+            if config.outbox_policy == "drop-oldest":
+                arguments = {"x-max-length": config.outbox_limit, "x-overflow": "drop-head"}
+            durable = self.exchange.durable if self.exchange is not None else True
+            self.node.management.add_queue(
+                self.outbox_name, durable=durable, arguments=arguments, vhost=self.vhost.name
+            )
+            self.node.want_commit()
+            queue = self.vhost.queues[self.outbox_name]
+        return queue
+
+    # -- the broker's hook (gateway.broker.exchange.ExchangeFederation) ----------------------
+
+    def bound(self, key: str, arguments: dict[str, Any]) -> None:
+        identity = (key, freeze(arguments))
+        self._binding_counts[identity] += 1
+        if identity not in self.bindings:
+            self.bindings[identity] = (key, arguments)
+            self.bindings_changed.set()
+
+    def unbound(self, key: str, arguments: dict[str, Any]) -> None:
+        identity = (key, freeze(arguments))
+        self._binding_counts[identity] -= 1
+        if self._binding_counts[identity] <= 0:
+            del self._binding_counts[identity]
+            self.bindings.pop(identity, None)
+            self.bindings_changed.set()
+
+    def route(self, message: Message, found: set[Queue]) -> set[Queue]:
+        behaviour = self.behaviour
+        if behaviour.forwards is None or message.origin in self.inbound_sessions:
+            return found
+        if behaviour.forwards == "unrouted" and found:
+            return found
+        outbox = self.outbox()
+        self._hold_if_full(outbox, message.origin)
+        return found | {outbox} if behaviour.routes_locally else {outbox}
+
+    # -- the outbox's limit -----------------------------------------------------------------
+
+    def _hold_if_full(self, outbox: Queue, publisher: int) -> None:
+        """With the block policy, a publish that finds the outbox full holds its publisher
+        (the server stops reading from its connection; Connection.Blocked tells it why).
+        The message itself is kept: the limit is exceeded by at most one per connection."""
+        config = self.config
+        if config.outbox_policy != "block" or len(outbox.ready) < config.outbox_limit:
+            return
+        if self._gate is None:
+            self._gate = _Gate(
+                f"federation outbox of exchange '{config.exchange}' is full "
+                f"({config.outbox_limit} messages; parent {config.host}:{config.port})"
+            )
+            LOGGER.warning("%s: holding its publishers", self._gate.reason)
+        session = self.vhost.broker.sessions.get(publisher)
+        if session is not None and session.hold is None:
+            session.hold = self._gate
+
+    def drained(self) -> None:
+        """The outbox shrank: publishers go on once it is below RELEASE_AT of its limit."""
+        queue = self.vhost.queues.get(self.outbox_name)
+        if self._gate is not None and (
+            queue is None or len(queue.ready) < RELEASE_AT * self.config.outbox_limit
+        ):
+            LOGGER.info("federation outbox of exchange '%s' has room again", self.config.exchange)
+            self._release()
+
+    def _release(self) -> None:
+        if self._gate is not None:
+            self._gate.open()
+            self._gate = None
+
+    # -- management -------------------------------------------------------------------------
+
+    def record(self, state: str, last_error: str) -> dict[str, Any]:
+        """The federations.list record (docs/federation-design.md, "Management")."""
+        config = self.config
+        outbox = self.vhost.queues.get(self.outbox_name)
+        return {
+            "exchange": config.exchange,
+            "vhost": config.vhost,
+            "type": config.type,
+            "parent": f"{config.host}:{config.port}",
+            "login": config.username,
+            "durable": config.durable,
+            "source": config.source,
+            "state": state,
+            "last_error": last_error,
+            "outbox": {
+                "messages": len(outbox.ready) if outbox is not None else 0,
+                "limit": config.outbox_limit,
+                "policy": config.outbox_policy,
+                "dropped": outbox.dropped if outbox is not None else 0,
+            },
+            "forwarded": self.forwarded.messages,
+            "received": self.received.messages,
+            "returned": self.returned,
+        }
+
+
+class _OutboxSource(LocalSource):
+    """The outbox's consumer: each acknowledgement may make room for held publishers."""
+
+    def __init__(self, attachment: Attachment) -> None:
+        super().__init__(
+            attachment.node.broker,
+            attachment.node.want_commit,
+            credit=DEFAULT_CREDIT,
+            vhost=attachment.vhost.name,
+        )
+        self._attachment = attachment
+
+    def ack(self, delivery_tag: int, multiple: bool = False) -> None:
+        super().ack(delivery_tag, multiple)
+        self._attachment.drained()
+
+
+class _ReturningForwarder(Forwarder):
+    """Forwards the outbox to the parent, mandatory where the original publish was, and sends
+    the parent's Returns back to the original publishers.
+
+    A Return names no publish, but it comes before the confirm of its publish, and in publish
+    order: so the in-flight mandatory publishes are kept in order per (routing key, body), and
+    a Return belongs to the oldest one with its routing key and body.
+    """
+
+    def __init__(self, source: _OutboxSource, channel: Any, attachment: Attachment) -> None:
+        super().__init__(
+            source,
+            RemoteSink(channel),
+            attachment.config.exchange,
+            ack=DEFAULT_ACK,
+            stats=attachment.forwarded,
+        )
+        self._channel = channel
+        self._attachment = attachment
+        self._waiting: dict[tuple[str, bytes], deque[tuple[int, tuple[int, int]]]] = {}
+        channel.on_return = self._returned
+
+    def _publish(self, delivery: LocalDelivery) -> int:
+        mandatory = delivery.return_to is not None
+        seq = int(
+            self._channel.publish(self._exchange, delivery.routing_key, delivery.content, mandatory=mandatory)
+        )
+        if delivery.return_to is not None:
+            key = (delivery.routing_key, delivery.content.body)
+            waiting = self._waiting.setdefault(key, deque())
+            # Confirmed publishes cannot be returned any more: drop them as we go.
+            while waiting and self._channel.confirmed(waiting[0][0]):
+                waiting.popleft()
+            waiting.append((seq, delivery.return_to))
+        return seq
+
+    def _returned(self, event: Any) -> None:
+        waiting = self._waiting.get((event.routing_key, event.content.body))
+        if not waiting:
+            LOGGER.warning("exchange '%s': a Return from the parent matches no publish", self._exchange)
+            return
+        _, (session_id, channel) = waiting.popleft()
+        if not waiting:
+            del self._waiting[(event.routing_key, event.content.body)]
+        self._attachment.returned += 1
+        session = self._attachment.vhost.broker.sessions.get(session_id)
+        if session is not None and channel in session.channels:
+            session.outbox.send_return(
+                channel, event.reply_code, event.reply_text, event.exchange, event.routing_key, event.content
+            )
+
+
+class Peering:
+    """What runs on the attachment's link, once per connection (the Link's route contract)."""
+
+    def __init__(self, attachment: Attachment) -> None:
+        self.attachment = attachment
+        self.last_error = ""
+        self._retired = False
+        #: Bindings made on the parent's queue, as far as we know (kept across reconnects, so
+        #: those withdrawn meanwhile are unbound on the next connection).
+        self._remote: dict[tuple[str, Any], tuple[str, dict[str, Any]]] = {}
+
+    @property
+    def name(self) -> str:
+        return f"federation {self.attachment.config.exchange} ({self.attachment.config.type})"
+
+    @property
+    def remote_queue(self) -> str:
+        """The subscribing half's queue on the parent."""
+        return f"federation.{self.attachment.node.name}.{self.attachment.config.exchange}"
+
+    def retire(self) -> None:
+        """The federation is being deleted: our queue on the parent goes when the run ends
+        (if the peering is up then; otherwise it stays there, as a retired route's does)."""
+        self._retired = True
+
+    async def run(self, connection: Any) -> None:
+        attachment = self.attachment
+        try:
+            channel = await connection.channel()
+            exchange = attachment.exchange
+            if exchange is None or exchange.deleted:
+                raise LocalChannelClosed(404, f"no exchange '{attachment.config.exchange}' on this node")
+            await check_peer_exchange(channel, exchange, attachment.config.parent)
+            self.last_error = ""
+            try:
+                async with trio.open_nursery() as nursery:
+                    if attachment.behaviour.subscribes:
+                        nursery.start_soon(self._subscribe, connection, channel)
+                    if attachment.behaviour.forwards is not None:
+                        nursery.start_soon(self._forward, connection)
+            finally:
+                retired = self._retired and attachment.behaviour.subscribes
+                await close_route_channel(channel, delete=self.remote_queue if retired else None)
+        except Exception as error:
+            self.last_error = str(error)
+            raise
+
+    async def _subscribe(self, connection: Any, channel: Any) -> None:
+        """Declare and bind our queue on the parent; republish what arrives, locally."""
+        attachment = self.attachment
+        durable = bool(attachment.exchange is not None and attachment.exchange.durable)
+        await channel.call(make_method(commands.Queue.Declare, queue=self.remote_queue, durable=durable))
+        await self._sync_bindings(channel)
+        inbound = await connection.channel(buffer=DEFAULT_CREDIT)
+        sink = LocalSink(attachment.node.broker, attachment.node.want_commit, attachment.vhost.name)
+        attachment.inbound_sessions.add(sink.session_id)
+        try:
+            await inbound.qos(prefetch_count=DEFAULT_CREDIT)
+            await inbound.consume(self.remote_queue)
+            forwarder = Forwarder(
+                inbound, sink, attachment.config.exchange, ack=DEFAULT_ACK, stats=attachment.received
+            )
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._mirror_bindings, channel)
+                await forwarder.run()
+                nursery.cancel_scope.cancel()
+        finally:
+            attachment.inbound_sessions.discard(sink.session_id)
+            sink.close()
+
+    async def _mirror_bindings(self, channel: Any) -> None:
+        while True:
+            await self.attachment.bindings_changed.wait()
+            self.attachment.bindings_changed = trio.Event()
+            await self._sync_bindings(channel)
+
+    async def _sync_bindings(self, channel: Any) -> None:
+        """Make the parent queue's bindings the distinct local ones: bind what is new, unbind
+        what is gone (binding again is harmless, so a parent that lost them gets them back)."""
+        wanted = dict(self.attachment.bindings)
+        exchange, queue = self.attachment.config.exchange, self.remote_queue
+        for identity, (key, arguments) in wanted.items():
+            bind = make_method(
+                commands.Queue.Bind, queue=queue, exchange=exchange, routing_key=key, arguments=arguments
+            )
+            await channel.call(bind)
+            self._remote[identity] = (key, arguments)
+        for identity in [identity for identity in self._remote if identity not in wanted]:
+            key, arguments = self._remote[identity]
+            unbind = make_method(
+                commands.Queue.Unbind, queue=queue, exchange=exchange, routing_key=key, arguments=arguments
+            )
+            await channel.call(unbind)
+            del self._remote[identity]
+
+    async def _forward(self, connection: Any) -> None:
+        """Empty the outbox into the parent's exchange, with confirms and returns."""
+        channel = await connection.channel()
+        await channel.confirm_select()
+        source = _OutboxSource(self.attachment)
+        try:
+            source.consume(self.attachment.outbox().name)
+            await _ReturningForwarder(source, channel, self.attachment).run()
+        finally:
+            source.close()
+
+
+def federatable(exchange: Exchange) -> str | None:
+    """Why `exchange` cannot be federated, or None if it can."""
+    if exchange.name in SYSTEM_EXCHANGES:
+        what = "the default exchange" if exchange.name == "" else f"system exchange '{exchange.name}'"
+        return f"{what} cannot be federated"
+    if exchange.internal:
+        return f"internal exchange '{exchange.name}' cannot be federated"
+    return None
