@@ -29,6 +29,7 @@ from federation.routes import LocalNode
 from gateway.broker.exchange import Exchange
 from gateway.federation_config import FederationRule, FederationSettings
 from gateway.management import ManagementError, Operation
+from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("federation.federations")
 
@@ -162,6 +163,12 @@ class Federations:
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ManagementError("usage", f"port {port!r} is not a port number")
         settings = self.settings
+        username = username if username is not None else settings.attach_login
+        if password is None:
+            try:
+                password = settings.password_for(username)
+            except ConfigError as error:
+                raise ManagementError("usage", str(error)) from None
         config = AttachmentConfig(
             exchange=exchange,
             vhost=vhost,
@@ -169,8 +176,8 @@ class Federations:
             host=host,
             port=port,
             parent_vhost=settings.attach_vhost,
-            username=username if username is not None else settings.attach_login,
-            password=password if password is not None else settings.attach_password,
+            username=username,
+            password=password,
             durable=bool(durable),
             outbox_limit=settings.outbox_limit,
             outbox_policy=settings.outbox_policy,

@@ -16,10 +16,11 @@ from pathlib import Path
 import trio
 
 from gateway import __version__
-from gateway.config import ConfigError, NodeConfig, load_node_config
+from gateway.config import NodeConfig, load_node_config
 from gateway.security import UsersDB, UsersFileError, run_passwd
 from gateway.server import Limits, ListenError, Node
 from gateway.store import Store, StoreError
+from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("gateway")
 
@@ -50,6 +51,33 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--users", metavar="FILE", help="users file (default: guest/guest, loopback only)")
     serve.add_argument(
         "--log-level", metavar="L", choices=["debug", "info", "warning", "error"], help="default info"
+    )
+    federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
+    federation.add_argument(
+        "--attach",
+        metavar="HOST[:PORT]",
+        help="parent node: federate amq.service (service), amq.data and amq.dataex (fanout) to it",
+    )
+    federation.add_argument(
+        "--attach-vhost",
+        "--attach_vhost",
+        dest="attach_vhost",
+        metavar="VHOST",
+        help="vhost on the parent (default /)",
+    )
+    federation.add_argument(
+        "--attach-login",
+        "--attach_login",
+        dest="attach_login",
+        metavar="USER",
+        help="login on the parent (default peering); its password is [credentials.USER] in the users file",
+    )
+    federation.add_argument(
+        "--attach-all",
+        "--attach_all",
+        dest="attach_all",
+        metavar="PATTERN",
+        help="also federate every exchange matching PATTERN (* any characters, ? one) to the --attach parent",
     )
 
     passwd = commands.add_parser("passwd", help="add a user to a users file, or change a password")
@@ -88,6 +116,10 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         name=args.name,
         users=args.users,
         log_level=args.log_level,
+        attach=args.attach,
+        attach_vhost=args.attach_vhost,
+        attach_login=args.attach_login,
+        attach_all=args.attach_all,
     )
 
 
@@ -99,6 +131,8 @@ def serve(args: argparse.Namespace) -> int:
     )
     gc.set_threshold(*GC_THRESHOLDS)
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
+    federation = config.federation.with_credentials(users.credentials)
+    federation.rules()  # every federation setting is checked before anything starts
     store = None if config.store_dir is None else Store.open(config.store_dir)
     LOGGER.info(
         "node %r keeps its durable state %s",
@@ -111,6 +145,7 @@ def serve(args: argparse.Namespace) -> int:
             users=users,
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
+            federation=federation,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

@@ -390,8 +390,12 @@ class ConnectionHandler:
                 await trio.sleep(0.001)
             if self.session is not None:
                 self._handshake_scope.deadline = math.inf
-                if self.session.hold is not None:
+                while self.session.hold is not None:
                     await self._held(self.session)
+                    # What arrived with the publish that caused the hold is handled now.
+                    await self._process_events()
+                    self.node.want_commit()
+                    self._wake()
 
     async def _held(self, session: Session) -> None:
         """A publish of this connection found no room (a full federation outbox): stop
@@ -413,8 +417,10 @@ class ConnectionHandler:
         LOGGER.info("%s: unblocked", self.peer)
 
     async def _process_events(self) -> None:
+        """Handle the buffered events, stopping early if a publish held the session (the rest
+        wait in the wire buffer until it is released)."""
         next_event = self.wire.next_event
-        while not self._done:
+        while not self._done and (self.session is None or self.session.hold is None):
             event = next_event()
             if event is events.NEED_DATA:
                 return

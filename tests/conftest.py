@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,20 @@ def fresh_node(tmp_path: Path) -> Iterator[NodeProcess]:
     yield node
     if node.process.poll() is None:
         node.stop()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
+    """Start named nodes for one test (`nodes(name, *serve_flags, data_dir=..., port=...)`);
+    every one still running is stopped at the end."""
+    started: list[NodeProcess] = []
+
+    def start(name: str, *extra: str, **options: Any) -> NodeProcess:
+        node = start_node(tmp_path / name, *extra, name=name, **options)
+        started.append(node)
+        return node
+
+    yield start
+    for node in started:
+        if node.process.poll() is None:
+            node.stop()

@@ -5,10 +5,14 @@
 password = "scrypt$n=16384,r=8,p=1$<salt>$<hash>"   # made by `amq-gateway passwd`
 vhosts = ["/"]                # optional; omitted = every vhost
 tags = ["administrator"]      # optional
-loopback_only = false         # optional; true by default for "guest" only, as in RabbitMQ
+loopback_only = false         # optional; true by default for "guest" and "peering", as in RabbitMQ
+
+[credentials.peering]         # what this node presents when IT logs in to a parent (federation)
+password = "plain text"       # plain text: the node has to send it
 ```
 
-Without a users file the node has RabbitMQ's default: guest/guest, from loopback only.
+Without a users file the node has RabbitMQ's default, guest/guest, and OpenAMQ's
+peering/peering for federation, both from loopback only.
 """
 
 from __future__ import annotations
@@ -19,16 +23,21 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from gateway.config import ConfigError, Invalid, TomlFile, describe, read_toml
 from gateway.security.passwords import PasswordHash, VerifiedCache
+from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
 
 GUEST = "guest"
+#: The login federation peerings use by default (OpenAMQ's), built in like guest.
+PEERING = "peering"
+#: Users that may connect from loopback only unless the file says otherwise.
+_LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
 _KEYS = ("password", "vhosts", "tags", "loopback_only")
+_SECTIONS = ("users", "credentials")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -85,27 +94,38 @@ def _check_username(name: str) -> str:
 class UsersDB:
     """The users a node accepts. Immutable once loaded; reload by loading again."""
 
-    def __init__(self, records: Iterable[_Record], path: Path | None = None) -> None:
+    def __init__(
+        self,
+        records: Iterable[_Record],
+        path: Path | None = None,
+        credentials: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = path
         self._records = {record.user.name: record for record in records}
         self._verified = VerifiedCache()
+        #: login -> password this node presents to other nodes ([credentials.<login>]).
+        self.credentials: Mapping[str, str] = dict(credentials or {})
 
     @classmethod
     def default(cls) -> UsersDB:
-        """No users file: RabbitMQ's guest/guest, administrator, loopback only.
+        """No users file: RabbitMQ's guest/guest, administrator, and OpenAMQ's peering/peering
+        for federation peerings, both loopback only.
 
         Unlike RabbitMQ's guest it may open every vhost: without a users file there would be
         no way to let anyone into the vhosts the node config declares.
         """
         guest = User(GUEST, None, ("administrator",), loopback_only=True)
-        return cls([_Record(guest, PasswordHash.create("guest"))])
+        peering = User(PEERING, None, (), loopback_only=True)
+        return cls(
+            [_Record(guest, PasswordHash.create(GUEST)), _Record(peering, PasswordHash.create(PEERING))]
+        )
 
     @classmethod
     def load(cls, path: Path | str) -> UsersDB:
         """Read a users file; every problem raises UsersFileError naming file, line and key."""
         try:
             doc = read_toml(Path(path))
-            return cls(_parse(doc), doc.path)
+            return cls(_parse(doc), doc.path, _parse_credentials(doc))
         except ConfigError as err:
             raise UsersFileError(str(err)) from None
 
@@ -136,8 +156,11 @@ class UsersDB:
 
 def _parse(doc: TomlFile) -> list[_Record]:
     for key in doc.data:
-        if key != "users":
-            raise doc.error((key,), "unknown key (a users file holds only [users.<name>] tables)")
+        if key not in _SECTIONS:
+            raise doc.error(
+                (key,),
+                "unknown key (a users file holds only [users.<name>] and [credentials.<login>] tables)",
+            )
     users = doc.data.get("users", {})
     if not isinstance(users, dict):
         raise doc.error(("users",), f"expected a table of users, got {describe(users)}")
@@ -172,10 +195,35 @@ def _parse(doc: TomlFile) -> list[_Record]:
             name,
             frozenset(vhosts) if vhosts is not None else None,
             tuple(values.get("tags", ())),
-            values.get("loopback_only", name == GUEST),
+            values.get("loopback_only", name in _LOOPBACK_BY_DEFAULT),
         )
         records.append(_Record(user, password))
     return records
+
+
+def _parse_credentials(doc: TomlFile) -> dict[str, str]:
+    """[credentials.<login>] password = "...": what this node sends when it logs in elsewhere."""
+    credentials = doc.data.get("credentials", {})
+    if not isinstance(credentials, dict):
+        raise doc.error(("credentials",), f"expected a table of logins, got {describe(credentials)}")
+    passwords = {}
+    for login, entry in credentials.items():
+        where = ("credentials", login)
+        try:
+            _check_username(login)
+        except ValueError as err:
+            raise doc.error(where, str(err)) from None
+        values = table_values(doc, where, entry, {"password": _plain_password})
+        if "password" not in values:
+            raise doc.error(where, "missing key 'password'")
+        passwords[login] = values["password"]
+    return passwords
+
+
+def _plain_password(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise Invalid("the password as a non-empty string", value)
+    return value
 
 
 def _password(value: object) -> PasswordHash:
@@ -228,7 +276,7 @@ def _toml_key(name: str) -> str:
     return name if _BARE_KEY.match(name) else _toml_string(name)
 
 
-def _render(records: Iterable[_Record]) -> str:
+def _render(records: Iterable[_Record], credentials: Mapping[str, str]) -> str:
     lines = ["# amq-gateway users file, rewritten by 'amq-gateway passwd': comments are not kept."]
     for record in records:
         user = record.user
@@ -238,8 +286,10 @@ def _render(records: Iterable[_Record]) -> str:
             lines.append(f"vhosts = [{', '.join(_toml_string(v) for v in sorted(user.vhosts))}]")
         if user.tags:
             lines.append(f"tags = [{', '.join(_toml_string(t) for t in user.tags)}]")
-        if user.loopback_only != (user.name == GUEST):
+        if user.loopback_only != (user.name in _LOOPBACK_BY_DEFAULT):
             lines.append(f"loopback_only = {'true' if user.loopback_only else 'false'}")
+    for login, password in credentials.items():
+        lines += ["", f"[credentials.{_toml_key(login)}]", f"password = {_toml_string(password)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -277,13 +327,14 @@ def set_password(path: Path | str, username: str, password: str, vhosts: Iterabl
             vhosts = frozenset(_string_list(list(vhosts)))
         except Invalid as err:
             raise ValueError(f"vhosts: {err}") from None
-    records = dict(UsersDB.load(path)._records) if path.exists() else {}
+    existing = UsersDB.load(path) if path.exists() else UsersDB([])
+    records = dict(existing._records)
     old = records.get(username)
-    user = old.user if old else User(username, loopback_only=username == GUEST)
+    user = old.user if old else User(username, loopback_only=username in _LOOPBACK_BY_DEFAULT)
     if vhosts is not None:
         user = User(user.name, vhosts, user.tags, user.loopback_only)
     records[username] = _Record(user, PasswordHash.create(password))
-    _write_atomically(path, _render(records.values()))
+    _write_atomically(path, _render(records.values(), existing.credentials))
     return old is None
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, NodeConfig, load_node_config
+from gateway.config import NodeConfig, load_node_config
+from gateway.tomlfile import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,7 +136,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
             "log_level, heartbeat, frame_max, channel_max, vhosts)",
         ),
-        ("[node]\nport = 1\n\n[federation]\n", "4: federation: unknown section (known: node)"),
+        ("[node]\nport = 1\n\n[federations]\n", "4: federations: unknown section (known: node, federation, federate)"),
         ("node = 5\n", "1: node: expected a table, got 5"),
         (
             '[node]\ndata_dir = "d"\nmemory = true\n',

@@ -124,7 +124,7 @@ def test_unknown_key(tmp_path: Path) -> None:
 def test_unknown_top_level_key(tmp_path: Path) -> None:
     path = write(tmp_path, "[user.alice]\n")
     assert load_error(path) == (
-        f"{path}:1: user: unknown key (a users file holds only [users.<name>] tables)"
+        f"{path}:1: user: unknown key (a users file holds only [users.<name>] and [credentials.<login>] tables)"
     )
 
 
@@ -164,6 +164,50 @@ def test_inline_tables_point_at_their_line(tmp_path: Path) -> None:
     assert load_error(path) == f"{path}:3: users.alice: missing key 'password'"
 
 
+# --- credentials this node presents to others -----------------------------------------------
+
+
+def test_credentials_are_read_in_plain_text(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f'[users.peering]\npassword = "{ALICE_HASH}"\n\n'
+        '[credentials.peering]\npassword = "s3cret"\n[credentials."edge one"]\npassword = "p@ss/w"\n',
+    )
+    db = UsersDB.load(path)
+    assert db.credentials == {"peering": "s3cret", "edge one": "p@ss/w"}
+    assert db.get("peering") == User("peering", None, (), loopback_only=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("credentials = 3\n", "1: credentials: expected a table of logins, got 3"),
+        ("[credentials.peering]\n", "1: credentials.peering: missing key 'password'"),
+        (
+            "[credentials.peering]\npassword = 3\n",
+            "2: credentials.peering.password: expected the password as a non-empty string, got 3",
+        ),
+        (
+            '[credentials.peering]\npassword = ""\n',
+            "2: credentials.peering.password: expected the password as a non-empty string, got ''",
+        ),
+        (
+            '[credentials.peering]\npassword = "x"\nuser = "y"\n',
+            "3: credentials.peering.user: unknown key (known: password)",
+        ),
+    ],
+)
+def test_credential_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    assert load_error(path) == f"{path}:{message}"
+
+
+def test_passwd_keeps_the_credentials(tmp_path: Path) -> None:
+    path = write(tmp_path, '[credentials.peering]\npassword = "s3cret"\n')
+    assert set_password(path, "alice", "pw") is True
+    assert UsersDB.load(path).credentials == {"peering": "s3cret"}
+
+
 # --- the built-in default --------------------------------------------------------------------
 
 
@@ -179,6 +223,13 @@ def test_default_is_guest_from_loopback_only() -> None:
     for host in ("10.0.0.1", "192.168.1.1", "::ffff:10.0.0.1", "2001:db8::1", "localhost", ""):
         assert not guest.may_connect_from(host), host
     assert User("alice").may_connect_from("10.0.0.1")
+
+
+def test_default_has_the_peering_login_from_loopback_only() -> None:
+    db = UsersDB.default()
+    assert db.get("peering") == User("peering", None, (), loopback_only=True)
+    assert db.verify("peering", "peering")
+    assert db.credentials == {}
 
 
 def test_is_loopback() -> None:
