@@ -235,7 +235,12 @@ class Federations:
         attachment = Attachment(config, self.node, exchange.vhost)
         attachment.attach(exchange)
         peering = Peering(attachment)
-        link = Link(config.parent, heartbeat=PEERING_HEARTBEAT, connect=self._peering_connect(config))
+        link = Link(
+            config.parent,
+            heartbeat=PEERING_HEARTBEAT,
+            connect=self._peering_connect(config),
+            name=f"peering of exchange '{config.exchange}' to {config.parent}",
+        )
         link.attach(peering)
         entry = self._entries[(config.vhost, config.exchange)] = _Entry(attachment, peering, link)
         nursery.start_soon(link.run, name=f"peering of {config.exchange} to {config.parent}")

@@ -155,12 +155,15 @@ class Link:
         connect: ConnectFunction = _client_connect,
         heartbeat: int = 10,
         backoff: Backoff = Backoff(),  # frozen, so all links can share the default
+        name: str | None = None,
     ) -> None:
         if transport not in TRANSPORTS:
             raise ValueError(
                 f"transport {transport!r} is not supported (use one of: {', '.join(TRANSPORTS)})"
             )
         self.address = address
+        #: How log lines name it: several links may go to one address (peerings do).
+        self.name = name or f"link to {address}"
         self.durable = durable
         self.transport = transport
         self.heartbeat = heartbeat
@@ -276,7 +279,7 @@ class Link:
             await self._finished.wait()
             return
         LOGGER.warning(
-            "link to %s: connection did not close within %g s; abandoning it", self.address, CLOSE_TIMEOUT
+            "%s: connection did not close within %g s; abandoning it", self.name, CLOSE_TIMEOUT
         )
         self._run_scope.cancel()
         await self._finished.wait()
@@ -371,7 +374,7 @@ class Link:
                         delay = self.backoff.next_delay(delay)
                         self._log_route_failure(route, error, delay)
                     else:
-                        LOGGER.info("link to %s: route %s finished", self.address, route.name)
+                        LOGGER.info("%s: route %s finished", self.name, route.name)
                         return
                     await trio.sleep(delay)
         finally:
@@ -384,8 +387,8 @@ class Link:
         expected = isinstance(error, ChannelClosedByPeer)
         LOGGER.log(
             logging.WARNING if expected else logging.ERROR,
-            "link to %s: route %s failed (%s); restarting in %g s",
-            self.address,
+            "%s: route %s failed (%s); restarting in %g s",
+            self.name,
             route.name,
             _describe(error),
             delay,
@@ -403,4 +406,4 @@ class Link:
         if error is not None:
             self._last_error = error
         reason = f" ({error})" if error else ""
-        LOGGER.log(level, "link to %s: %s%s%s", self.address, state.value, reason, then)
+        LOGGER.log(level, "%s: %s%s%s", self.name, state.value, reason, then)

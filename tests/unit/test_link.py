@@ -676,3 +676,18 @@ async def test_state_changes_are_logged_with_address_error_and_delay(
         ("WARNING", "link to peer:5673: Failed (ACCESS_REFUSED - bad password)"),
         ("INFO", "link to peer:5673: Closed"),
     ]
+
+
+async def test_a_named_link_logs_under_its_name(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    peer = FakePeer(OK)
+    link = make_link(peer, name="peering of exchange 'amq.data' to peer:5673")
+    caplog.set_level(logging.INFO, logger="federation.link")
+    async with running(link):
+        await peer.connections.wait_for(1)
+        await settle()
+    assert [r.getMessage() for r in caplog.records][:2] == [
+        "peering of exchange 'amq.data' to peer:5673: Connecting",
+        "peering of exchange 'amq.data' to peer:5673: Operational",
+    ]
