@@ -17,6 +17,9 @@ The parent sees an ordinary client. The child's side has two halves, used by typ
   mandatory goes up with mandatory, and the parent's Return goes back to the original
   publisher if its channel is still open.
 
+The bindings made on the parent's queue are stored (federation.persistence), so those withdrawn
+while the peering was down are unbound on the next connection, even after this node restarted.
+
 Messages republished from the parent are never forwarded again (they are told apart by the
 internal session that publishes them), so nothing loops between a child and its parent.
 """
@@ -34,6 +37,7 @@ from pamqp import commands
 
 from federation.address import BrokerAddress
 from federation.local import LocalChannelClosed, LocalDelivery, LocalSink, LocalSource
+from federation.persistence import Binding, BindingTarget, FederationStore
 from federation.routes import (
     DEFAULT_ACK,
     DEFAULT_CREDIT,
@@ -62,6 +66,14 @@ POLICIES = ("block", "drop-oldest")
 SYSTEM_EXCHANGES = frozenset({"", "amq.gateway.management", "amq.gateway.federation"})
 #: A blocked outbox lets publishers go on once it is below this share of its limit.
 RELEASE_AT = 0.9
+
+#: What tells bindings apart: identical local ones make one remote binding.
+Identity = tuple[str, Any]
+
+
+def binding_identity(key: str, arguments: dict[str, Any]) -> Identity:
+    """The same for equal bindings, whatever the order of their arguments."""
+    return (key, freeze(arguments))
 
 
 @dataclass(frozen=True)
@@ -145,8 +157,8 @@ class Attachment:
         self.behaviour = BEHAVIOURS[config.type]
         self.outbox_name = f"federation.outbox.{config.exchange}"
         #: Each distinct local binding: identity -> (key, arguments), with how many queues have it.
-        self.bindings: dict[tuple[str, Any], tuple[str, dict[str, Any]]] = {}
-        self._binding_counts: Counter[tuple[str, Any]] = Counter()
+        self.bindings: dict[Identity, Binding] = {}
+        self._binding_counts: Counter[Identity] = Counter()
         self.bindings_changed = trio.Event()
         #: Ids of the internal sessions publishing what came from the parent.
         self.inbound_sessions: set[int] = set()
@@ -200,14 +212,14 @@ class Attachment:
     # -- the broker's hook (gateway.broker.exchange.ExchangeFederation) ----------------------
 
     def bound(self, key: str, arguments: dict[str, Any]) -> None:
-        identity = (key, freeze(arguments))
+        identity = binding_identity(key, arguments)
         self._binding_counts[identity] += 1
         if identity not in self.bindings:
             self.bindings[identity] = (key, arguments)
             self.bindings_changed.set()
 
     def unbound(self, key: str, arguments: dict[str, Any]) -> None:
-        identity = (key, freeze(arguments))
+        identity = binding_identity(key, arguments)
         self._binding_counts[identity] -= 1
         if self._binding_counts[identity] <= 0:
             del self._binding_counts[identity]
@@ -357,13 +369,17 @@ class _ReturningForwarder(Forwarder):
 class Peering:
     """What runs on the attachment's link, once per connection (the Link's route contract)."""
 
-    def __init__(self, attachment: Attachment) -> None:
+    def __init__(self, attachment: Attachment, store: FederationStore | None = None) -> None:
         self.attachment = attachment
         self.last_error = ""
         self._retired = False
-        #: Bindings made on the parent's queue, as far as we know (kept across reconnects, so
-        #: those withdrawn meanwhile are unbound on the next connection).
-        self._remote: dict[tuple[str, Any], tuple[str, dict[str, Any]]] = {}
+        self._store = store
+        #: Bindings made on the parent's queue, as far as we know: kept across reconnects and
+        #: stored across restarts, so those withdrawn meanwhile are unbound on the next connection.
+        self._remote: dict[Identity, Binding] = {
+            binding_identity(key, arguments): (key, arguments)
+            for key, arguments in (store.load_bindings(self._target) if store is not None else [])
+        }
 
     @property
     def name(self) -> str:
@@ -374,10 +390,22 @@ class Peering:
         """The subscribing half's queue on the parent."""
         return f"federation.{self.attachment.node.name}.{self.attachment.config.exchange}"
 
+    @property
+    def _target(self) -> BindingTarget:
+        """Where our stored bindings were made: this parent's queue."""
+        config = self.attachment.config
+        return BindingTarget(
+            config.vhost, config.exchange, config.host, config.port, config.parent_vhost, self.remote_queue
+        )
+
     def retire(self) -> None:
         """The federation is being deleted: our queue on the parent goes when the run ends
-        (if the peering is up then; otherwise it stays there, as a retired route's does)."""
+        (if the peering is up then; otherwise it stays there, as a retired route's does). Its
+        stored bindings go now, and nothing is stored for it after this."""
         self._retired = True
+        if self._store is not None:
+            self._store.delete_bindings(self.attachment.config.vhost, self.attachment.config.exchange)
+            self._store = None
 
     async def run(self, connection: Any) -> None:
         attachment = self.attachment
@@ -432,22 +460,43 @@ class Peering:
 
     async def _sync_bindings(self, channel: Any) -> None:
         """Make the parent queue's bindings the distinct local ones: bind what is new, unbind
-        what is gone (binding again is harmless, so a parent that lost them gets them back)."""
+        what is gone (binding again is harmless, so a parent that lost them gets them back).
+
+        A new binding is remembered before its Bind is sent and a gone one forgotten after its
+        Unbind-Ok, so one the parent may have is never forgotten (Unbind of a binding the
+        parent does not have is answered with Unbind-Ok)."""
         wanted = dict(self.attachment.bindings)
-        exchange, queue = self.attachment.config.exchange, self.remote_queue
-        for identity, (key, arguments) in wanted.items():
-            bind = make_method(
-                commands.Queue.Bind, queue=queue, exchange=exchange, routing_key=key, arguments=arguments
-            )
-            await channel.call(bind)
-            self._remote[identity] = (key, arguments)
+        self._remember({identity: wanted[identity] for identity in wanted.keys() - self._remote.keys()})
+        for key, arguments in wanted.values():
+            await channel.call(self._binding_method(commands.Queue.Bind, key, arguments))
         for identity in [identity for identity in self._remote if identity not in wanted]:
             key, arguments = self._remote[identity]
-            unbind = make_method(
-                commands.Queue.Unbind, queue=queue, exchange=exchange, routing_key=key, arguments=arguments
-            )
-            await channel.call(unbind)
-            del self._remote[identity]
+            await channel.call(self._binding_method(commands.Queue.Unbind, key, arguments))
+            self._forget(identity)
+
+    def _binding_method(
+        self, method: type[commands.Queue.Bind | commands.Queue.Unbind], key: str, arguments: dict[str, Any]
+    ) -> commands.Queue.Bind | commands.Queue.Unbind:
+        """Queue.Bind or Queue.Unbind of our parent queue to the exchange."""
+        return make_method(
+            method,
+            queue=self.remote_queue,
+            exchange=self.attachment.config.exchange,
+            routing_key=key,
+            arguments=arguments,
+        )
+
+    def _remember(self, bindings: dict[Identity, Binding]) -> None:
+        """Bindings about to be made: stored (in one transaction) and kept."""
+        if bindings and self._store is not None:
+            self._store.add_bindings(self._target, bindings.values())
+        self._remote.update(bindings)
+
+    def _forget(self, identity: Identity) -> None:
+        """A binding the parent no longer has."""
+        key, arguments = self._remote.pop(identity)
+        if self._store is not None:
+            self._store.remove_binding(self._target, key, arguments)
 
     async def _forward(self, connection: Any) -> None:
         """Empty the outbox into the parent's exchange, with confirms and returns."""

@@ -234,7 +234,7 @@ class Federations:
         nursery = self._running()
         attachment = Attachment(config, self.node, exchange.vhost)
         attachment.attach(exchange)
-        peering = Peering(attachment)
+        peering = Peering(attachment, self._store)
         link = Link(
             config.parent,
             heartbeat=PEERING_HEARTBEAT,

@@ -278,9 +278,7 @@ class Link:
         with trio.move_on_after(CLOSE_TIMEOUT):
             await self._finished.wait()
             return
-        LOGGER.warning(
-            "%s: connection did not close within %g s; abandoning it", self.name, CLOSE_TIMEOUT
-        )
+        LOGGER.warning("%s: connection did not close within %g s; abandoning it", self.name, CLOSE_TIMEOUT)
         self._run_scope.cancel()
         await self._finished.wait()
 

@@ -11,6 +11,10 @@ keys: a link by (host, port), a route by its link and its identity. The password
 given, because the link must log in with it again after a restart; the file is made readable
 by the node's user only.
 
+The bindings a federated exchange's peering made on its parent's queue are stored too (one row
+each, kept in step by the peering): without them a restarted child could not unbind those
+withdrawn while it was down, and the parent would route to it for nothing, for ever.
+
 Without a data dir (`--memory`) the same code runs on an in-memory database: durable links and
 routes work for the node's lifetime and nothing outlives it.
 """
@@ -20,8 +24,12 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
+
+from gateway.store.tables import canonical, dump_table, load_table
 
 DB_FILE = "federation.db"
 
@@ -45,9 +53,48 @@ CREATE TABLE IF NOT EXISTS attachments (
     record TEXT NOT NULL,
     PRIMARY KEY (vhost, exchange)
 );
+CREATE TABLE IF NOT EXISTS remote_bindings (
+    vhost TEXT NOT NULL,
+    exchange TEXT NOT NULL,
+    host TEXT NOT NULL,
+    port INTEGER NOT NULL,
+    parent_vhost TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    routing_key TEXT NOT NULL,
+    arguments BLOB NOT NULL,
+    PRIMARY KEY (vhost, exchange, host, port, parent_vhost, queue, routing_key, arguments)
+);
 """
+# Tables are only ever added, with IF NOT EXISTS: opening a federation.db written by an older
+# version creates the missing ones in place, so it needs no version number.
+
+_TARGET = "vhost = ? AND exchange = ? AND host = ? AND port = ? AND parent_vhost = ? AND queue = ?"
 
 Record = dict[str, Any]
+#: A binding as the parent has it: (routing key, arguments).
+Binding = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class BindingTarget:
+    """Whose bindings on which parent queue: a federated exchange (local vhost and name) and
+    the queue on its parent (host, port, vhost, name). Rows of another parent are never
+    loaded, so a federation moved to a new parent does not unbind them on the wrong broker."""
+
+    vhost: str
+    exchange: str
+    host: str
+    port: int
+    parent_vhost: str
+    queue: str
+
+
+def _encoded(arguments: dict[str, Any]) -> bytes:
+    """Arguments as stored: the message store's lossless field-table encoding, not JSON (field
+    tables hold bytes, Decimal, datetime) nor pamqp's (it narrows doubles and truncates
+    timestamps), so they load back with the same binding identity; keys sorted so that equal
+    tables make equal keys."""
+    return dump_table(canonical(arguments))
 
 
 class FederationStore:
@@ -126,3 +173,33 @@ class FederationStore:
     def delete_attachment(self, vhost: str, exchange: str) -> None:
         with self._db:
             self._db.execute("DELETE FROM attachments WHERE vhost = ? AND exchange = ?", (vhost, exchange))
+
+    def load_bindings(self, target: BindingTarget) -> list[Binding]:
+        """The bindings stored for `target`, in the order they were first stored."""
+        rows = self._db.execute(
+            f"SELECT routing_key, arguments FROM remote_bindings WHERE {_TARGET} ORDER BY rowid",
+            astuple(target),
+        )
+        return [(key, load_table(arguments)) for key, arguments in rows]
+
+    def add_bindings(self, target: BindingTarget, bindings: Iterable[Binding]) -> None:
+        """Store bindings (those already stored are left as they are), in one transaction."""
+        rows = [(*astuple(target), key, _encoded(arguments)) for key, arguments in bindings]
+        with self._db:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO remote_bindings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+
+    def remove_binding(self, target: BindingTarget, key: str, arguments: dict[str, Any]) -> None:
+        with self._db:
+            self._db.execute(
+                f"DELETE FROM remote_bindings WHERE {_TARGET} AND routing_key = ? AND arguments = ?",
+                (*astuple(target), key, _encoded(arguments)),
+            )
+
+    def delete_bindings(self, vhost: str, exchange: str) -> None:
+        """Every binding stored for the federated exchange, whichever parent it was made on."""
+        with self._db:
+            self._db.execute(
+                "DELETE FROM remote_bindings WHERE vhost = ? AND exchange = ?", (vhost, exchange)
+            )

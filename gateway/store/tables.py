@@ -1,4 +1,5 @@
-"""A lossless, store-private encoding of AMQP field tables (declare and bind arguments).
+"""A lossless encoding of AMQP field tables (declare and bind arguments) for what we store:
+the message store, and the federation store's bindings made on a parent.
 
 Not pamqp's wire encoder: it cannot write `bytes` (which its decoder yields for non-UTF-8 long
 strings), narrows doubles to 32-bit floats and truncates timestamps to whole seconds, so
