@@ -52,18 +52,13 @@ from gateway.broker.exchange import Exchange
 from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
+from gateway.federation_config import ALIASES, TYPES, cannot_federate
 from gateway.management import ManagementError
 from gateway.routing import freeze
 from gateway.wire import make_method
 
 LOGGER = logging.getLogger("federation.attachment")
 
-TYPES = ("subscriber", "publisher", "locator", "fanout", "service")
-#: The OpenAMQ manual's other name for fanout.
-ALIASES = {"data": "fanout"}
-POLICIES = ("block", "drop-oldest")
-#: Exchanges that cannot be federated besides internal ones: the default exchange and ours.
-SYSTEM_EXCHANGES = frozenset({"", "amq.gateway.management", "amq.gateway.federation"})
 #: A blocked outbox lets publishers go on once it is below this share of its limit.
 RELEASE_AT = 0.9
 
@@ -512,9 +507,7 @@ class Peering:
 
 def federatable(exchange: Exchange) -> str | None:
     """Why `exchange` cannot be federated, or None if it can."""
-    if exchange.name in SYSTEM_EXCHANGES:
-        what = "the default exchange" if exchange.name == "" else f"system exchange '{exchange.name}'"
-        return f"{what} cannot be federated"
-    if exchange.internal:
+    reason = cannot_federate(exchange.name)
+    if reason is None and exchange.internal:
         return f"internal exchange '{exchange.name}' cannot be federated"
-    return None
+    return reason

@@ -22,12 +22,12 @@ from typing import Any
 
 import trio
 
-from federation.attachment import POLICIES, Attachment, AttachmentConfig, Peering, federatable, normalize_type
+from federation.attachment import Attachment, AttachmentConfig, Peering, federatable, normalize_type
 from federation.link import Link
 from federation.persistence import FederationStore
 from federation.routes import LocalNode
 from gateway.broker.exchange import Exchange
-from gateway.federation_config import FederationRule, FederationSettings
+from gateway.federation_config import OUTBOX_POLICIES, FederationRule, FederationSettings
 from gateway.management import ManagementError, Operation
 from gateway.tomlfile import ConfigError
 
@@ -229,7 +229,7 @@ class Federations:
                 "usage",
                 f"exchange '{config.exchange}' has dynamic routes: an exchange is federated at most once",
             )
-        if config.outbox_policy not in POLICIES:
+        if config.outbox_policy not in OUTBOX_POLICIES:
             raise ManagementError("usage", f"unknown outbox policy '{config.outbox_policy}'")
         nursery = self._running()
         attachment = Attachment(config, self.node, exchange.vhost)
