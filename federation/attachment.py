@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.local import LocalChannelClosed, LocalDelivery, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
+from federation.returns import PendingReturns, describe_return, take_return_id, with_return_id
 from federation.routes import (
     DEFAULT_ACK,
     DEFAULT_CREDIT,
@@ -227,6 +228,9 @@ class Attachment:
             return found
         if behaviour.forwards == "unrouted" and found:
             return found
+        if found:
+            # Routed here, so a mandatory publish is satisfied: the parent must not return it.
+            message.return_to = None
         outbox = self.outbox()
         self._hold_if_full(outbox, message.origin)
         return found | {outbox} if behaviour.routes_locally else {outbox}
@@ -311,12 +315,8 @@ class _OutboxSource(LocalSource):
 
 class _ReturningForwarder(Forwarder):
     """Forwards the outbox to the parent, mandatory where the original publish was, and sends
-    the parent's Returns back to the original publishers.
-
-    A Return names no publish, but it comes before the confirm of its publish, and in publish
-    order: so the in-flight mandatory publishes are kept in order per (routing key, body), and
-    a Return belongs to the oldest one with its routing key and body.
-    """
+    the parent's Returns back to the original publishers (federation.returns says how a Return
+    finds its publish)."""
 
     def __init__(self, source: _OutboxSource, channel: Any, attachment: Attachment) -> None:
         super().__init__(
@@ -328,36 +328,34 @@ class _ReturningForwarder(Forwarder):
         )
         self._channel = channel
         self._attachment = attachment
-        self._waiting: dict[tuple[str, bytes], deque[tuple[int, tuple[int, int]]]] = {}
+        self._node = attachment.node.name
+        self._returns = PendingReturns(trio.current_time)
         channel.on_return = self._returned
 
     def _publish(self, delivery: LocalDelivery) -> int:
-        mandatory = delivery.return_to is not None
-        seq = int(
-            self._channel.publish(self._exchange, delivery.routing_key, delivery.content, mandatory=mandatory)
-        )
+        content = delivery.content
         if delivery.return_to is not None:
-            key = (delivery.routing_key, delivery.content.body)
-            waiting = self._waiting.setdefault(key, deque())
-            # Confirmed publishes cannot be returned any more: drop them as we go.
-            while waiting and self._channel.confirmed(waiting[0][0]):
-                waiting.popleft()
-            waiting.append((seq, delivery.return_to))
-        return seq
+            return_id = self._returns.add(delivery.return_to)
+            content = with_return_id(content, self._node, return_id)
+        mandatory = delivery.return_to is not None
+        return int(self._channel.publish(self._exchange, delivery.routing_key, content, mandatory=mandatory))
 
     def _returned(self, event: Any) -> None:
-        waiting = self._waiting.get((event.routing_key, event.content.body))
-        if not waiting:
-            LOGGER.warning("exchange '%s': a Return from the parent matches no publish", self._exchange)
+        return_id, content = take_return_id(event.content, self._node)
+        return_to = self._returns.take(return_id)
+        if return_to is None:
+            LOGGER.warning(
+                "exchange '%s': a Return from the parent matches no publish in flight: %s",
+                self._exchange,
+                describe_return(event),
+            )
             return
-        _, (session_id, channel) = waiting.popleft()
-        if not waiting:
-            del self._waiting[(event.routing_key, event.content.body)]
         self._attachment.returned += 1
+        session_id, channel = return_to
         session = self._attachment.vhost.broker.sessions.get(session_id)
         if session is not None and channel in session.channels:
             session.outbox.send_return(
-                channel, event.reply_code, event.reply_text, event.exchange, event.routing_key, event.content
+                channel, event.reply_code, event.reply_text, event.exchange, event.routing_key, content
             )
 
 
