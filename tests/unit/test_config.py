@@ -136,7 +136,10 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
             "log_level, heartbeat, frame_max, channel_max, vhosts)",
         ),
-        ("[node]\nport = 1\n\n[federations]\n", "4: federations: unknown section (known: node, federation, federate)"),
+        (
+            "[node]\nport = 1\n\n[federations]\n",
+            "4: federations: unknown section (known: node, federation, federate)",
+        ),
         ("node = 5\n", "1: node: expected a table, got 5"),
         (
             '[node]\ndata_dir = "d"\nmemory = true\n',
