@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from pamqp import commands
 
@@ -18,29 +17,13 @@ from federation.address import BrokerAddress
 from federation.cli.management_client import ManagementClient
 from federation.client import connect
 from gateway.wire import Content
-from tests.nodes import NodeProcess, start_node
+from tests.nodes import NodeProcess
 from tests.proxy import TcpProxy
 
 BIN = Path(sys.executable).parent
 PERSISTENT = commands.Basic.Properties(delivery_mode=2, content_type="text/plain", headers={"h": "v"})
 RULE = "=" * 77
 HEADER = "Host            Port    Transport Durable  State             Last Error"
-
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[Callable[..., NodeProcess]]:
-    """Start named nodes for one test; every one still running is stopped at the end."""
-    started: list[NodeProcess] = []
-
-    def start(name: str, **options: Any) -> NodeProcess:
-        node = start_node(tmp_path / name, name=name, **options)
-        started.append(node)
-        return node
-
-    yield start
-    for node in started:
-        if node.process.poll() is None:
-            node.stop()
 
 
 def at(node: NodeProcess) -> str:

@@ -295,6 +295,16 @@ async def publish_mandatory(
     return [(r.reply_code, r.reply_text, r.routing_key, r.content.body) for r in returns]
 
 
+async def federate_to(
+    parent: NodeProcess, children: tuple[NodeProcess, ...], exchange: str, kind: str
+) -> None:
+    """Federate each child's `exchange` to `parent` as `kind`, until every peering is up."""
+    for child in children:
+        await attach(child, parent.port, exchange, type=kind)
+    for child in children:
+        await wait_federated(child, {exchange})
+
+
 async def test_subscriber_pulls_the_parents_messages_and_keeps_its_own(
     nodes: Callable[..., NodeProcess],
 ) -> None:
@@ -303,10 +313,7 @@ async def test_subscriber_pulls_the_parents_messages_and_keeps_its_own(
     exchange = "fed.sub"
     with trio.fail_after(30):
         await declare(exchange, "topic", parent, one, two)
-        await attach(one, parent.port, exchange, type="subscriber")
-        await attach(two, parent.port, exchange, type="subscriber")
-        await wait_federated(one, {exchange})
-        await wait_federated(two, {exchange})
+        await federate_to(parent, (one, two), exchange, "subscriber")
         queues = {
             "p": (parent, await subscriber(parent, exchange, "news.#", "on-p")),
             "c1": (one, await subscriber(one, exchange, "news.#", "on-c1")),
@@ -364,10 +371,7 @@ async def test_publisher_forwards_every_publish_and_subscribes_to_nothing(
     exchange = "fed.pub"
     with trio.fail_after(30):
         await declare(exchange, "direct", parent, one, two)
-        await attach(one, parent.port, exchange, type="publisher")
-        await attach(two, parent.port, exchange, type="publisher")
-        await wait_federated(one, {exchange})
-        await wait_federated(two, {exchange})
+        await federate_to(parent, (one, two), exchange, "publisher")
         queues = {
             "p": (parent, await subscriber(parent, exchange, "k", "on-p")),
             "c1": (one, await subscriber(one, exchange, "k", "on-c1")),
@@ -407,8 +411,7 @@ async def test_publisher_does_not_return_a_mandatory_publish_routed_locally(
     exchange = "fed.pub"
     with trio.fail_after(30):
         await declare(exchange, "direct", parent, child)
-        await attach(child, parent.port, exchange, type="publisher")
-        await wait_federated(child, {exchange})
+        await federate_to(parent, (child,), exchange, "publisher")
         await subscriber(child, exchange, "only-here", "on-c1")
         returns = await publish_mandatory(
             child,
@@ -431,8 +434,7 @@ async def test_locator_forwards_only_what_no_local_queue_takes(
     exchange = "fed.loc"
     with trio.fail_after(30):
         await declare(exchange, "direct", parent, child)
-        await attach(child, parent.port, exchange, type="locator")
-        await wait_federated(child, {exchange})
+        await federate_to(parent, (child,), exchange, "locator")
         queues = {
             "c1-local": (child, await subscriber(child, exchange, "local", "c1-local")),
             "c1-both": (child, await subscriber(child, exchange, "both", "c1-both")),
