@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--only",
         choices=list(harness.ONLY),
-        help="one broker's single-node scenarios, or the federation scenarios on both brokers",
+        help="one broker's single-node scenarios, the federation scenarios on both brokers, "
+        "or the fanout federation scenarios (amq-gateway only)",
     )
     run.add_argument(
         "--repeat", type=int, default=3, help="runs per throughput scenario; the median is reported"

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,8 +186,11 @@ def default_gateway_command() -> Path:
 
 
 @contextmanager
-def gateway(workdir: Path, command: Path, name: str = "bench") -> Iterator[RunningBroker]:
-    """Our node with a data dir, so the persistent scenario really writes to disk.
+def gateway(
+    workdir: Path, command: Path, name: str = "bench", extra: Sequence[str] = ()
+) -> Iterator[RunningBroker]:
+    """Our node with a data dir, so the persistent scenario really writes to disk; `extra`
+    flags go to `amq-gateway serve` (e.g. --attach).
 
     Nodes of one federation need distinct names: a node refuses a link whose peer has its name.
     """
@@ -206,6 +209,7 @@ def gateway(workdir: Path, command: Path, name: str = "bench") -> Iterator[Runni
         str(workdir / "data"),
         "--name",
         name,
+        *extra,
     ]
     with _child("gateway", argv, dict(os.environ), workdir, port, 60) as broker:
         yield broker

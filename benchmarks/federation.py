@@ -115,7 +115,7 @@ def _route_rabbitmq(chain: Sequence[RunningBroker], s: FederationScenario, deadl
 # ---------------------------------------------------------------- amq-gateway
 
 
-def _cli(command: Path, *args: str) -> str:
+def run_cli(command: Path, *args: str) -> str:
     """Run one of our CLIs; its output, or FederationUnavailable with what it printed."""
     try:
         done = subprocess.run(
@@ -135,7 +135,7 @@ def _cli(command: Path, *args: str) -> str:
 def _wait_operational(route_cli: Path, dest: RunningBroker, src: RunningBroker, deadline: float) -> None:
     """Poll `amq-route link list <dest>` until its link to src shows Operational."""
     while True:
-        rows = [line.split() for line in _cli(route_cli, "link", "list", dest.address).splitlines()]
+        rows = [line.split() for line in run_cli(route_cli, "link", "list", dest.address).splitlines()]
         row = next((r for r in rows if r[:2] == [src.host, str(src.port)]), None)
         if row is not None and "Operational" in row:
             return
@@ -155,20 +155,20 @@ def _route_gateway(
     """
     config, route = cli_dir / "amq-config", cli_dir / "amq-route"
     for node in chain:
-        _cli(config, "-a", node.address, "add", "exchange", "topic", s.exchange)
+        run_cli(config, "-a", node.address, "add", "exchange", "topic", s.exchange)
     hops = list(pairwise(chain))
     credit = ("--credit", str(LINK_CREDIT))
     recorded = {"route": "dynamic"}
     added: list[tuple[RunningBroker, RunningBroker]] = []
     try:
         for src, dest in hops:
-            _cli(route, *credit, "dynamic", "add", dest.address, src.address, s.exchange)
+            run_cli(route, *credit, "dynamic", "add", dest.address, src.address, s.exchange)
             added.append((src, dest))
     except FederationUnavailable as refused:
         for src, dest in added:
-            _cli(route, "dynamic", "del", dest.address, src.address, s.exchange)
+            run_cli(route, "dynamic", "del", dest.address, src.address, s.exchange)
         for src, dest in hops:
-            _cli(route, *credit, "route", "add", dest.address, src.address, s.exchange, s.routing_key)
+            run_cli(route, *credit, "route", "add", dest.address, src.address, s.exchange, s.routing_key)
         recorded = {"route": "exchange route", "dynamic_refused": refused.said}
     for src, dest in hops:
         _wait_operational(route, dest, src, deadline)
@@ -221,7 +221,7 @@ def _run_once(chain: Sequence[RunningBroker], s: FederationScenario, settings: S
 Route = Callable[[Sequence[RunningBroker], FederationScenario, float], dict[str, str]]
 
 
-def _run_scenario(
+def run_scenario(
     nodes: Sequence[RunningBroker], s: FederationScenario, settings: Settings, route: Route
 ) -> dict[str, Any]:
     """Federate the scenario's exchange along its chain, bind the consumer's queue on the last
@@ -266,5 +266,5 @@ def run_suite(name: str, settings: Settings) -> dict[str, Any]:
         except (BrokerUnavailable, AMQPClosed, OSError) as exc:
             print(f"{name} federation: not measured: {exc}", flush=True)
             return {"status": "unavailable", "note": f"{type(exc).__name__}: {exc}"}
-        scenarios = {s.key: _run_scenario(nodes, s, settings, route) for s in FEDERATION_SCENARIOS}
+        scenarios = {s.key: run_scenario(nodes, s, settings, route) for s in FEDERATION_SCENARIOS}
     return {"status": "ran", "server": server, "scenarios": scenarios}

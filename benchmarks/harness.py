@@ -17,15 +17,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import brokers, federation
+from . import brokers, fanout, federation
 from .load import ACK_EVERY, BODY_SIZE, CONFIRM_WINDOW, PREFETCH, Workload
 from .runs import Settings, measure, repeat
 from .scenarios import SCENARIOS, Scenario, declare, remove
 from .wire import AMQPClosed, Connection
 
 BROKERS = ("rabbitmq", "gateway")
-# What --only selects: one broker's single-node scenarios, or the federation ones on both.
-ONLY = (*BROKERS, "federation")
+# What --only selects: one broker's single-node scenarios, the federation ones on both, or
+# the fanout federation ones on ours.
+ONLY = (*BROKERS, "federation", "fanout")
 
 
 def _start(name: str, workdir: Path, settings: Settings) -> AbstractContextManager[brokers.RunningBroker]:
@@ -119,5 +120,6 @@ def run(only: str | None, settings: Settings, command: str) -> dict[str, Any]:
     for name in BROKERS:
         chosen = only in (None, "federation")
         results["federation"][name] = federation.run_suite(name, settings) if chosen else skipped
+    results["fanout"] = fanout.run_suite(settings) if only in (None, "fanout") else skipped
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     return results

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .fanout import FANOUT, FANOUT_SCENARIOS, LOCAL
 from .federation import FEDERATION_SCENARIOS, LINK_CREDIT, MAX_HOPS, FederationScenario
 from .load import LINGER_S
 from .scenarios import SCENARIOS, Scenario
@@ -106,6 +107,46 @@ def _federation_rows(results: dict[str, Any], s: FederationScenario) -> list[lis
         ratio = _ratio(gw, rmq, "msg_per_s") if broker == "gateway" else ""
         rows.append([s.title, NAMES[broker], route, *cells, counted, ratio])
     return rows
+
+
+def _fanout(results: dict[str, Any]) -> list[str]:
+    """The fanout federation section: method, table, and the ratio to local publishing."""
+    suite = results.get("fanout", {"status": "skipped", "note": "not in this run's results"})
+    st = results["settings"]
+    rows = []
+    for s in FANOUT_SCENARIOS:
+        found = suite.get("scenarios", {}).get(s.key, {})
+        r = found if found.get("ok") else None
+        cells = (
+            [f"{r['msg_per_s']:,.0f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"]
+            if r
+            else [_why_not(suite, s.key), "", ""]
+        )
+        counted = f"{found['lost']} / {found['duplicated']}" if "lost" in found else ""
+        rows.append([s.title, *cells, counted])
+    local, fanout = (suite.get("scenarios", {}).get(s.key) for s in (LOCAL, FANOUT))
+    ratio = (
+        f"{fanout['msg_per_s'] / local['msg_per_s']:.2f}"
+        if local and fanout and local.get("ok") and fanout.get("ok")
+        else "—"
+    )
+    return [
+        "## Fanout federation (OpenAMQ types)",
+        "",
+        "- amq-gateway only: a parent P and two children C1 and C2 started with `--attach P "
+        f"--attach-all {FANOUT.exchange}`, so that topic exchange, declared on all three with "
+        "`amq-config`, is federated as fanout on both children. "
+        f"{st['messages']:,} messages of {st['body_bytes']} bytes are published on C1 with publisher "
+        f"confirms ({st['confirm_window']} in flight) and consumed on C2: C1's outbox, P, C2's queue "
+        "on P (its mirrored binding), then C2's exchange. Lost / duplicated, probes and medians as "
+        "above.",
+        "- Baseline, same run, same load: publish to and consume from a plain topic exchange on P "
+        "alone. RabbitMQ has no such federation type.",
+        "",
+        *_table(["scenario", "msg/s", "p50 ms", "p99 ms", "lost / duplicated"], rows),
+        "",
+        f"Fanout federation / local publishing, msg/s: {ratio}",
+    ]
 
 
 def _federation(results: dict[str, Any]) -> list[str]:
@@ -273,6 +314,8 @@ def render(results: dict[str, Any]) -> str:
         *targets,
         "",
         *_federation(results),
+        "",
+        *_fanout(results),
         "",
         "## Is the load tool the bottleneck?",
         "",
