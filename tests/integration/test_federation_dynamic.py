@@ -19,7 +19,6 @@ from tests.integration.test_federation_routes import (
     cli,
     drain,
     manage,
-    nodes,
     operational,
     publish,
     route,
@@ -27,8 +26,6 @@ from tests.integration.test_federation_routes import (
     wait_link,
 )
 from tests.nodes import NodeProcess
-
-__all__ = ["nodes"]  # the fixture, shared with the static routes' tests
 
 EXCHANGE = "fed.topic"
 PROBE = b"probe-"
