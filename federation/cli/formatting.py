@@ -10,11 +10,38 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from federation.address import BrokerAddress
+
 Record = Mapping[str, Any]
 
-#: link list: (caption, width) per column; the last column is as wide as its text.
-_LINK_COLUMNS = (("Host", 16), ("Port", 8), ("Transport", 10), ("Durable", 9), ("State", 18))
+#: A table's (caption, least width) per column; the last column is as wide as its text.
+Columns = Sequence[tuple[str, int]]
+
+_LINK_COLUMNS = (
+    ("Host", 16),
+    ("Port", 8),
+    ("Transport", 10),
+    ("Durable", 9),
+    ("State", 18),
+    ("Last Error", 0),
+)
 _LINK_RULE_WIDTH = 77
+#: federate list: the least widths fit the captions and every type, source and state; the
+#: other columns grow with their cells.
+_FEDERATION_COLUMNS = (
+    ("Exchange", 10),
+    ("Type", 12),
+    ("Parent", 8),
+    ("Source", 9),
+    ("State", 13),
+    ("Outbox", 8),
+    ("Forwarded", 11),
+    ("Received", 10),
+    ("Returned", 10),
+    ("Last Error", 0),
+)
+#: The vhost exchanges are federated in unless another is named.
+_DEFAULT_VHOST = "/"
 _QUEUE_RULE_WIDTH = 91
 #: The summary's labels are right-aligned to the width of its widest, "Total Exchanges".
 _SUMMARY_LABEL_WIDTH = 15
@@ -25,6 +52,22 @@ _DEFAULT_EXCHANGE = "''"
 def yes_no(value: object) -> str:
     """Y or N, as both tools print flags."""
     return "Y" if value else "N"
+
+
+def _table(columns: Columns, rows: Sequence[Sequence[str]], rule: int = 0) -> list[str]:
+    """qpid-route's fixed-width table: the captions, a rule of "=" (`rule` wide, or as wide as
+    the captions if longer), then the rows. Each column but the last is padded to its width,
+    widened to keep two spaces after its longest cell (qpid's ran into the next column); the
+    last is as wide as its text."""
+    widths = [
+        max([width, *(len(row[index]) + 2 for row in rows)]) for index, (_, width) in enumerate(columns[:-1])
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        return "".join(cell.ljust(width) for cell, width in zip(cells[:-1], widths, strict=True)) + cells[-1]
+
+    header = line([caption for caption, _ in columns])
+    return [header, "=" * max(rule, len(header)), *(line(row) for row in rows)]
 
 
 def route_peer(route: Record) -> str:
@@ -58,16 +101,78 @@ def link_table(links: Sequence[Record]) -> list[str]:
     """`link list`: the fixed-width table, or "No Links Found"."""
     if not links:
         return ["No Links Found"]
-    header = "".join(caption.ljust(width) for caption, width in _LINK_COLUMNS) + "Last Error"
-    lines = [header, "=" * _LINK_RULE_WIDTH]
-    for link in links:
-        # Durable sits under the middle of its caption; the state keeps its padding even when
-        # there is no last error, as qpid-route's rows do.
-        lines.append(
-            f"{link['host']:<16}{link['port']:<8}{link['transport']:<13}{yes_no(link['durable'])}     "
-            f"{link['state']:<18}{link.get('last_error') or ''}"
-        )
-    return lines
+    # The state keeps its padding even when there is no last error, as qpid-route's rows do.
+    rows = [
+        [
+            str(link["host"]),
+            str(link["port"]),
+            str(link["transport"]),
+            # Durable sits under the middle of its caption, as in qpid-route's rows.
+            f"   {yes_no(link['durable'])}",
+            str(link["state"]),
+            link.get("last_error") or "",
+        ]
+        for link in links
+    ]
+    return _table(_LINK_COLUMNS, rows, rule=_LINK_RULE_WIDTH)
+
+
+def federation_parent(federation: Record) -> BrokerAddress:
+    """A federations.list record's parent (`host:port`, an IPv6 host with or without brackets)
+    as an address without credentials; its str() is how listings name the node."""
+    host, _, port = str(federation["parent"]).rpartition(":")
+    return BrokerAddress(host.removeprefix("[").removesuffix("]"), int(port))
+
+
+def federated_exchange(federation: Record) -> str:
+    """The exchange a federation attaches, with its vhost when that is not the default one."""
+    if federation.get("vhost", _DEFAULT_VHOST) == _DEFAULT_VHOST:
+        return str(federation["exchange"])
+    return f"{federation['exchange']} (vhost {federation['vhost']})"
+
+
+def federation_line(child: str, federation: Record) -> str:
+    """`child => parent exchange (type)`: how `route map` and -v name a federation (without the
+    type when the record has none, as when naming one to delete)."""
+    line = f"{child} => {federation_parent(federation)} {federated_exchange(federation)}"
+    return f"{line} ({federation['type']})" if federation.get("type") else line
+
+
+def _federation_source(federation: Record) -> str:
+    """Where a federation comes from, which says whether it outlives a restart: config (the
+    node's configuration, applied at every start), durable (added with -d, stored) or runtime."""
+    if federation["source"] == "config":
+        return "config"
+    return "durable" if federation["durable"] else "runtime"
+
+
+def _outbox_cell(outbox: Record) -> str:
+    """`messages/limit`, and how many the drop-oldest policy dropped when it dropped any."""
+    text = f"{outbox['messages']}/{outbox['limit']}"
+    return f"{text} ({outbox['dropped']} dropped)" if outbox.get("dropped") else text
+
+
+def federation_table(federations: Sequence[Record]) -> list[str]:
+    """`federate list`: link list's table for the node's federated exchanges, or
+    "No Federations Found"."""
+    if not federations:
+        return ["No Federations Found"]
+    rows = [
+        [
+            federated_exchange(federation),
+            str(federation["type"]),
+            str(federation_parent(federation)),
+            _federation_source(federation),
+            str(federation["state"]),
+            _outbox_cell(federation["outbox"]),
+            str(federation["forwarded"]),
+            str(federation["received"]),
+            str(federation["returned"]),
+            federation.get("last_error") or "",
+        ]
+        for federation in federations
+    ]
+    return _table(_FEDERATION_COLUMNS, rows)
 
 
 def route_list(node: str, routes: Iterable[Record]) -> list[str]:
@@ -83,6 +188,18 @@ def map_probe(node: str, failure: str | None) -> str:
 def map_routes(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:
     """`route map`'s two sections for the routes found on every node reached, in walk order."""
     return [*_dynamic_section(routes_by_node), "", *_static_section(routes_by_node)]
+
+
+def map_federations(federations_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:
+    """`route map`'s federation section, one `child => parent exchange (type)` per federated
+    exchange found, in walk order; nothing at all without any, so a map of routes alone keeps
+    qpid-route's text."""
+    lines = [
+        federation_line(node, federation)
+        for node, federations in federations_by_node
+        for federation in federations
+    ]
+    return ["", "Federations:", "", *lines] if lines else []
 
 
 def _dynamic_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:

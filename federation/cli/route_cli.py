@@ -1,9 +1,11 @@
-"""amq-route: links and federation routes between nodes, with qpid-route's grammar and output.
+"""amq-route: links and federation routes between nodes, with qpid-route's grammar and output,
+and OpenAMQ's exchange federation (`federate`).
 
 Which node a request goes to is qpid-route's rule: a link, and every route riding on it, lives
 on the node that opens the link. That is the destination (it pulls from the source), or with
--s/--src-local the source (it pushes to the destination). `list`, `map` and `flush` ask the one
-node named, localhost by default.
+-s/--src-local the source (it pushes to the destination). A federated exchange lives on its
+child, which opens the peering to its parent: `federate add|del` ask the child. `list`, `map`
+and `flush` ask the one node named, localhost by default.
 
 Each command is an async function of (Context, parsed arguments) returning the exit status;
 nodes are reached only through the Context's client factory, so unit tests run every command
@@ -16,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -24,10 +26,15 @@ from federation.address import BrokerAddress
 from federation.cli import formatting
 from federation.cli.common import EXIT_FAILED, broker_address, count, default, parse, run, timeout_seconds
 from federation.cli.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
+from gateway.federation_config import ALIASES, TYPES
 
 LOCALHOST = "localhost"
 #: The only transport links support; qpid's rdma and ssl are refused with a usage error.
 TRANSPORTS = ("tcp",)
+#: What `federate add --type` accepts: the node's federation types and their aliases (data).
+FEDERATION_TYPES = (*TYPES, *ALIASES)
+#: The vhost of the exchange `federate` names unless --vhost is given.
+DEFAULT_VHOST = "/"
 
 USAGE = """\
 amq-route [OPTIONS] link add  <dest-broker> <src-broker>
@@ -43,10 +50,15 @@ amq-route [OPTIONS] link add  <dest-broker> <src-broker>
        amq-route [OPTIONS] queue del   <dest-broker> <src-broker> <dest-exchange> <src-queue>
        amq-route [OPTIONS] route list  [<broker>]
        amq-route [OPTIONS] route map   [<broker>]
-       amq-route [OPTIONS] route flush [<broker>]"""
+       amq-route [OPTIONS] route flush [<broker>]
+
+       amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE] [--vhost VHOST]
+       amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange> [--vhost VHOST]
+       amq-route [OPTIONS] federate list [<broker>]"""
 
 DESCRIPTION = """\
-Manage federation links and routes between amq-gateway nodes.
+Manage federation links and routes between amq-gateway nodes, and exchanges federated to a
+parent node.
 
 Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default); a
 <broker> left out is localhost. Options may come before or after the command."""
@@ -100,6 +112,20 @@ class RouteSpec:
 
 
 @dataclass(frozen=True)
+class Parent:
+    """A federate command's parent node, and whether its address gave a login: without one the
+    child logs in to the parent with its own configured attach login, not guest."""
+
+    address: BrokerAddress
+    login_given: bool
+
+
+def parent_address(text: str) -> Parent:
+    """argparse type for <parent-broker>: a broker address, remembering if it had credentials."""
+    return Parent(broker_address(text), "@" in text)
+
+
+@dataclass(frozen=True)
 class Context:
     """What every command needs: the options and how to reach a node."""
 
@@ -148,6 +174,26 @@ def route_arguments(spec: RouteSpec, peer: BrokerAddress, options: Options) -> d
     return arguments
 
 
+def federation_identity(args: argparse.Namespace) -> dict[str, Any]:
+    """What names a federation to federations.add and federations.delete: the parent, the
+    exchange and its vhost."""
+    parent: BrokerAddress = args.parent.address
+    return {"host": parent.host, "port": parent.port, "exchange": args.exchange, "vhost": args.vhost}
+
+
+def federation_arguments(args: argparse.Namespace, options: Options) -> dict[str, Any]:
+    """federations.add's arguments; a null type and login let the child pick its defaults."""
+    parent: Parent = args.parent
+    login = parent.address if parent.login_given else None
+    return {
+        **federation_identity(args),
+        "type": args.type,
+        "username": login.username if login else None,
+        "password": login.password if login else None,
+        "durable": options.durable,
+    }
+
+
 async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
     """The node's link to `peer`, if it has one."""
     for link in await client.call("links.list"):
@@ -156,11 +202,17 @@ async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | 
     return None
 
 
+def refuse_itself(node: BrokerAddress, peer: BrokerAddress, doing: str) -> None:
+    """A node named as its own peer (the same host:port) is a usage error, before any request:
+    the node cannot tell its own address from another's."""
+    if endpoint(node) == endpoint(peer):
+        raise ManagementFailed("usage", f"{doing} a node to itself is not permitted")
+
+
 async def ensure_link(context: Context, client: Client, node: BrokerAddress, peer: BrokerAddress) -> None:
     """Create the link unless it exists (a route's command creates its link, as qpid-route's
     does); an existing link is left as it is, durability included."""
-    if endpoint(node) == endpoint(peer):
-        raise ManagementFailed("usage", "linking a node to itself is not permitted")
+    refuse_itself(node, peer, "linking")
     if await find_link(client, peer) is None:
         context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
         await client.call("links.add", link_arguments(peer, context.options))
@@ -269,44 +321,104 @@ async def route_flush(context: Context, args: argparse.Namespace) -> int:
 
 
 async def route_map(context: Context, args: argparse.Namespace) -> int:
-    """Walk every node reachable over links from the one named (with its credentials), then
-    draw the routes found on them. A node that cannot be read is reported on its line and left
-    out; only the first node must answer."""
+    """Walk every node reachable from the one named over links and federations (a child to its
+    parent), with the first node's credentials, then draw the routes and federations found on
+    them. A node that cannot be read is reported on its line and left out; only the first node
+    must answer."""
     start: BrokerAddress = args.broker
-    links, routes = await read_node(context, start)
+    views = [(endpoint(start), await read_node(context, start))]
     print("\nFinding Linked Brokers:")
     print(formatting.map_probe(endpoint(start), None), flush=True)
-    routes_by_node = [(endpoint(start), routes)]
-    pending = list(links)
-    seen = {endpoint(start), *(link_endpoint(link) for link in links)}
+    seen = {endpoint(start)}
+    pending: list[BrokerAddress] = []
+
+    def visit_later(view: NodeView) -> None:
+        for peer in view.peers():
+            if endpoint(peer) not in seen:
+                seen.add(endpoint(peer))
+                pending.append(replace(peer, username=start.username, password=start.password))
+
+    visit_later(views[0][1])
     while pending:
-        link = pending.pop(0)
-        address = BrokerAddress(link["host"], link["port"], username=start.username, password=start.password)
+        address = pending.pop(0)
         try:
-            links, routes = await read_node(context, address)
+            view = await read_node(context, address)
         except ManagementFailed as failure:
             print(formatting.map_probe(endpoint(address), f"Failed: {failure}"), flush=True)
             continue
         print(formatting.map_probe(endpoint(address), None), flush=True)
-        routes_by_node.append((endpoint(address), routes))
-        for found in links:
-            if link_endpoint(found) not in seen:
-                seen.add(link_endpoint(found))
-                pending.append(found)
+        views.append((endpoint(address), view))
+        visit_later(view)
     print("")
-    print("\n".join(formatting.map_routes(routes_by_node)))
+    lines = formatting.map_routes([(node, view.routes) for node, view in views])
+    lines += formatting.map_federations([(node, view.federations) for node, view in views])
+    print("\n".join(lines))
     return 0
 
 
 def link_endpoint(link: formatting.Record) -> str:
     """A link record's far end as `host:port`, how the map names nodes."""
-    return str(BrokerAddress(link["host"], link["port"]))
+    return str(link_peer(link))
 
 
-async def read_node(context: Context, address: BrokerAddress) -> tuple[list[Any], list[Any]]:
-    """(links, routes) of one node."""
+def link_peer(link: formatting.Record) -> BrokerAddress:
+    """A link record's far end, without credentials."""
+    return BrokerAddress(link["host"], link["port"])
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What `route map` reads of one node."""
+
+    links: list[formatting.Record]
+    routes: list[formatting.Record]
+    federations: list[formatting.Record]
+
+    def peers(self) -> list[BrokerAddress]:
+        """The nodes to visit from this one: its links' far ends, then its federations' parents."""
+        return [
+            *map(link_peer, self.links),
+            *map(formatting.federation_parent, self.federations),
+        ]
+
+
+async def read_node(context: Context, address: BrokerAddress) -> NodeView:
+    """The links, routes and federations of one node."""
     async with context.client(address) as client:
-        return await client.call("links.list"), await client.call("routes.list")
+        return NodeView(
+            await client.call("links.list"),
+            await client.call("routes.list"),
+            await client.call("federations.list"),
+        )
+
+
+async def federate_add(context: Context, args: argparse.Namespace) -> int:
+    """Federate the child's exchange to its parent; the node refuses what it cannot do (an
+    exchange already federated, a missing or system exchange) with its own message."""
+    child: BrokerAddress = args.child
+    refuse_itself(child, args.parent.address, "federating")
+    async with context.client(child) as client:
+        record = await client.call("federations.add", federation_arguments(args, context.options))
+    context.say(f"Added federation {formatting.federation_line(endpoint(child), record)}")
+    return 0
+
+
+async def federate_del(context: Context, args: argparse.Namespace) -> int:
+    """Stop federating the child's exchange; NOT_FOUND from the node if it is not federated to
+    that parent."""
+    child: BrokerAddress = args.child
+    async with context.client(child) as client:
+        await client.call("federations.delete", federation_identity(args))
+    deleted = {"parent": endpoint(args.parent.address), "exchange": args.exchange, "vhost": args.vhost}
+    context.say(f"Deleted federation {formatting.federation_line(endpoint(child), deleted)}")
+    return 0
+
+
+async def federate_list(context: Context, args: argparse.Namespace) -> int:
+    async with context.client(args.broker) as client:
+        federations = await client.call("federations.list")
+    print("\n".join(formatting.federation_table(federations)))
+    return 0
 
 
 # -- command line ---------------------------------------------------------------------------
@@ -387,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, main=True)
     # Explicit progs for the commands' usage lines: argparse would derive them from USAGE.
     groups = parser.add_subparsers(
-        dest="group", metavar="{link,dynamic,route,queue}", required=True, prog="amq-route"
+        dest="group", metavar="{link,dynamic,route,queue,federate}", required=True, prog="amq-route"
     )
 
     def group(name: str, help_text: str) -> argparse._SubParsersAction:
@@ -413,6 +525,22 @@ def build_parser() -> argparse.ArgumentParser:
             nargs="?",
             default=broker_address(LOCALHOST),
             help="the node (localhost)",
+        )
+
+    def federation(leaf: argparse.ArgumentParser) -> None:
+        leaf.add_argument(
+            "child", type=broker_address, metavar="child-broker", help="the node whose exchange is federated"
+        )
+        leaf.add_argument(
+            "parent",
+            type=parent_address,
+            metavar="parent-broker",
+            help="the node it attaches to; a user/password given here is the child's login there "
+            "(default: the child's attach login)",
+        )
+        leaf.add_argument("exchange", help="the exchange, named the same on both nodes")
+        leaf.add_argument(
+            "--vhost", default=DEFAULT_VHOST, help=f"vhost of the child's exchange (default {DEFAULT_VHOST})"
         )
 
     def tag_and_excludes(leaf: argparse.ArgumentParser) -> None:
@@ -461,6 +589,23 @@ def build_parser() -> argparse.ArgumentParser:
         ends(leaf)
         leaf.add_argument("exchange", metavar="dest-exchange")
         leaf.add_argument("queue", metavar="src-queue")
+
+    federate = group("federate", "federated exchanges: a child node's exchange attached to its parent's")
+    leaf = command(
+        federate,
+        "add",
+        federate_add,
+        "federate an exchange of child-broker to the same-named one of parent-broker",
+    )
+    federation(leaf)
+    leaf.add_argument(
+        "--type",
+        choices=FEDERATION_TYPES,
+        metavar="TYPE",
+        help=f"{', '.join(FEDERATION_TYPES)} (default: service for a direct exchange, fanout otherwise)",
+    )
+    federation(command(federate, "del", federate_del, "stop federating an exchange of child-broker"))
+    one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
     return parser
 
 

@@ -63,6 +63,27 @@ def route(
     }
 
 
+def federation_record(exchange: str, parent: str, type: str = "fanout", **fields: object) -> dict:
+    """A federations.list record (federation.attachment.Attachment.record), idle and healthy."""
+    record = {
+        "exchange": exchange,
+        "vhost": "/",
+        "type": type,
+        "parent": parent,
+        "login": "peering",
+        "durable": False,
+        "source": "config",
+        "state": "Operational",
+        "last_error": "",
+        "outbox": {"messages": 0, "limit": 100000, "policy": "block", "dropped": 0},
+        "forwarded": 0,
+        "received": 0,
+        "returned": 0,
+    }
+    record.update(fields)
+    return record
+
+
 def test_link_list_reproduces_the_seed_table() -> None:
     links = [
         link("localhost", 10002),
@@ -76,6 +97,12 @@ def test_link_list_rule_is_77_wide_and_durable_is_y() -> None:
     lines = formatting.link_table([link("node-b.example", 5673, durable=True)])
     assert lines[1] == "=" * 77
     assert lines[2].startswith("node-b.example  5673    tcp          Y     Operational")
+
+
+def test_link_list_widens_a_column_its_cell_would_overrun() -> None:
+    lines = formatting.link_table([link("a-long-node-name.example", 5673)])
+    assert lines[0].startswith("Host                      Port    Transport")
+    assert lines[2].startswith("a-long-node-name.example  5673    tcp          N     Operational")
 
 
 def test_no_links() -> None:
@@ -165,6 +192,80 @@ def test_map_probe_lines() -> None:
     assert formatting.map_probe("h:1", "Failed: ConnectFailed - Connection refused") == (
         "h:1... Failed: ConnectFailed - Connection refused"
     )
+
+
+# `federate list` of a child with one federation of each source, a long parent, a vhost other
+# than "/", an outbox that dropped messages and an IPv6 parent the record names without brackets.
+FEDERATION_LIST = "\n".join(
+    [
+        "Exchange                  Type        Parent                   Source   State        "
+        "Outbox                 Forwarded  Received  Returned  Last Error",
+        "=" * 149,
+        "amq.data                  fanout      localhost:5672           config   Operational  "
+        "0/100000               1204       5310      0" + " " * 9,
+        "amq.service               service     localhost:5672           durable  Operational  "
+        "0/100000               0          0         3" + " " * 9,
+        "fed.orders (vhost sales)  publisher   parent.example.com:5673  runtime  Waiting      "
+        "873/1000 (12 dropped)  0          0         0         Connection refused",
+        "x                         subscriber  [::1]:5672               config   Operational  "
+        "0/100000               0          0         0" + " " * 9,
+    ]
+)
+
+
+def federations() -> list[dict]:
+    return [
+        federation_record("amq.data", "localhost:5672", forwarded=1204, received=5310),
+        federation_record(
+            "amq.service", "localhost:5672", "service", durable=True, source="runtime", returned=3
+        ),
+        federation_record(
+            "fed.orders",
+            "parent.example.com:5673",
+            "publisher",
+            vhost="sales",
+            source="runtime",
+            state="Waiting",
+            last_error="Connection refused",
+            outbox={"messages": 873, "limit": 1000, "policy": "drop-oldest", "dropped": 12},
+        ),
+        federation_record("x", "::1:5672", "subscriber"),
+    ]
+
+
+def test_federation_table() -> None:
+    assert "\n".join(formatting.federation_table(federations())) == FEDERATION_LIST
+
+
+def test_federation_table_columns_shrink_to_their_captions_and_values() -> None:
+    assert formatting.federation_table([federation_record("amq.data", "p:5672")]) == [
+        "Exchange  Type        Parent  Source   State        Outbox    Forwarded  Received  Returned  Last Error",
+        "=" * 103,
+        "amq.data  fanout      p:5672  config   Operational  0/100000  0          0         0         ",
+    ]
+
+
+def test_no_federations() -> None:
+    assert formatting.federation_table([]) == ["No Federations Found"]
+
+
+def test_federation_parent_brackets_an_ipv6_host_either_way() -> None:
+    for parent in ("::1:5673", "[::1]:5673"):
+        address = formatting.federation_parent(federation_record("x", parent))
+        assert (address.host, address.port, str(address)) == ("::1", 5673, "[::1]:5673")
+    assert str(formatting.federation_parent(federation_record("x", "node-b:5672"))) == "node-b:5672"
+
+
+def test_map_federations_lines_and_nothing_without_any() -> None:
+    assert formatting.map_federations([("a:1", []), ("b:2", [])]) == []
+    assert formatting.map_federations([("a:1", federations()[2:]), ("b:2", federations()[:1])]) == [
+        "",
+        "Federations:",
+        "",
+        "a:1 => parent.example.com:5673 fed.orders (vhost sales) (publisher)",
+        "a:1 => [::1]:5672 x (subscriber)",
+        "b:2 => localhost:5672 amq.data (fanout)",
+    ]
 
 
 def exchange(name: str, type: str, durable: bool = False, alternate: str | None = None) -> dict:

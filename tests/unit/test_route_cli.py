@@ -22,7 +22,7 @@ from federation.cli import management_client, route_cli
 from federation.cli.management_client import ManagementClient, ManagementFailed
 from federation.errors import ConnectFailed
 from gateway.wire.content import Content
-from tests.unit.test_cli_formatting import SEED_LINK_LIST
+from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
 
 SEED_ROUTE_MAP = """
 Finding Linked Brokers:
@@ -41,11 +41,12 @@ none found
 
 @dataclass
 class FakeNode:
-    """One node's links and routes, changed by the requests the CLI sends."""
+    """One node's links, routes and federated exchanges, changed by the requests the CLI sends."""
 
     name: str
     links: list[dict[str, Any]] = field(default_factory=list)
     routes: list[dict[str, Any]] = field(default_factory=list)
+    federations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     refusals: dict[str, ManagementFailed] = field(default_factory=dict)
 
@@ -107,6 +108,45 @@ class FakeNode:
         if links:
             self.links = []
         return flushed
+
+    def federations_list(self) -> list[dict[str, Any]]:
+        return [dict(federation) for federation in self.federations]
+
+    def federations_add(
+        self,
+        host: str,
+        port: int,
+        exchange: str,
+        vhost: str,
+        type: str | None,
+        username: str | None,
+        password: str | None,
+        durable: bool,
+    ) -> dict[str, Any]:
+        """As federation.federations: one federation per exchange, the type defaulted (every
+        exchange here is a topic exchange, so fanout) and data read as fanout."""
+        for current in self.federations:
+            if (current["vhost"], current["exchange"]) == (vhost, exchange):
+                raise ManagementFailed(
+                    "duplicate",
+                    f"exchange '{exchange}' is already federated to {current['parent']} ({current['type']}): "
+                    "an exchange is federated at most once",
+                )
+        record = federation_record(exchange, f"{host}:{port}", "fanout" if type in (None, "data") else type)
+        record.update(vhost=vhost, login=username or "peering", durable=durable, source="runtime")
+        self.federations.append(record)
+        return dict(record)
+
+    def federations_delete(self, host: str, port: int, exchange: str, vhost: str) -> None:
+        kept = [
+            federation
+            for federation in self.federations
+            if (federation["vhost"], federation["exchange"], federation["parent"])
+            != (vhost, exchange, f"{host}:{port}")
+        ]
+        if len(kept) == len(self.federations):
+            raise ManagementFailed("NOT_FOUND", f"exchange '{exchange}' is not federated to {host}:{port}")
+        self.federations = kept
 
 
 def peer(route: dict[str, Any]) -> str:
@@ -193,7 +233,7 @@ def test_route_list_of_an_empty_node_prints_nothing(capsys: pytest.CaptureFixtur
 
 def test_list_map_and_flush_default_to_localhost() -> None:
     net = FakeNetwork("localhost:5672")
-    for command in ("link list", "route list", "route map", "route flush"):
+    for command in ("link list", "route list", "route map", "route flush", "federate list"):
         assert net.run(*command.split()) == 0
     assert {(a.host, a.port) for a, _ in net.connected} == {("localhost", 5672)}
 
@@ -447,6 +487,321 @@ def test_route_map_fails_when_the_first_node_is_down(capsys: pytest.CaptureFixtu
     assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
 
 
+def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str]) -> None:
+    # a links to b and federates to it too (b is visited once); b federates to c, which no link
+    # reaches; c federates to the unreachable e.
+    net = FakeNetwork("a:1", "b:2", "c:3")
+    net.run("dynamic", "add", "a:1", "b:2", "fed.topic")
+    net.run("federate", "add", "a:1", "b:2", "amq.dataex")
+    net.run("federate", "add", "b:2", "c:3", "amq.data")
+    net.run("federate", "add", "c:3", "e:5", "amq.service", "--type", "service")
+    capsys.readouterr()
+    assert net.run("route", "map", "admin/pw@a:1") == 0
+    assert capsys.readouterr().out == (
+        "\n"
+        "Finding Linked Brokers:\n"
+        "a:1... Ok\n"
+        "b:2... Ok\n"
+        "c:3... Ok\n"
+        "e:5... Failed: ConnectFailed - Connection refused\n"
+        "\n"
+        "Dynamic Routes:\n"
+        "\n"
+        "Exchange fed.topic:\n"
+        "b:2  => a:1\n"
+        "\n"
+        "Static Routes:\n"
+        "none found\n"
+        "\n"
+        "Federations:\n"
+        "\n"
+        "a:1 => b:2 amq.dataex (fanout)\n"
+        "b:2 => c:3 amq.data (fanout)\n"
+        "c:3 => e:5 amq.service (service)\n"
+    )
+    walked = net.connected[-4:]
+    assert [(a.host, a.port) for a, _ in walked] == [("a", 1), ("b", 2), ("c", 3), ("e", 5)]
+    assert {(a.username, a.password) for a, _ in walked} == {("admin", "pw")}
+    assert methods(net["c:3"])[-3:] == ["links.list", "routes.list", "federations.list"]
+
+
+def test_route_map_reaches_an_ipv6_parent(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:1", "[::1]:5673")
+    net.run("federate", "add", "a:1", "[::1]:5673", "amq.data")
+    capsys.readouterr()
+    assert net.run("route", "map", "a:1") == 0
+    out = capsys.readouterr().out
+    assert "[::1]:5673... Ok\n" in out and out.endswith("a:1 => [::1]:5673 amq.data (fanout)\n")
+
+
+# -- federate ---------------------------------------------------------------------------------
+
+FEDERATE_LIST = "\n".join(
+    [
+        "Exchange     Type        Parent          Source   State        Outbox    Forwarded  Received  "
+        "Returned  Last Error",
+        "=" * 114,
+        "amq.data     fanout      localhost:5672  runtime  Operational  0/100000  0          0         "
+        "0" + " " * 9,
+        "amq.service  service     localhost:5672  durable  Waiting      7/100000  0          0         "
+        "0         Connection refused",
+    ]
+)
+
+
+# docs/cli.md's federate walkthrough, its output verbatim.
+WALKTHROUGH_LIST = """\
+Exchange     Type        Parent          Source   State        Outbox    Forwarded  Received  Returned  Last Error
+==================================================================================================================
+amq.data     fanout      localhost:5672  runtime  Operational  0/100000  0          0         0         
+amq.service  service     localhost:5672  durable  Operational  0/100000  0          0         0         
+"""  # noqa: W291 - rows keep the padding of their empty last column, as link list's do
+
+WALKTHROUGH_MAP = """
+Finding Linked Brokers:
+localhost:5673... Ok
+localhost:5672... Ok
+
+Dynamic Routes:
+none found
+
+Static Routes:
+none found
+
+Federations:
+
+localhost:5673 => localhost:5672 amq.data (fanout)
+localhost:5673 => localhost:5672 amq.service (service)
+"""
+
+
+def test_federate_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("localhost:5672", "localhost:5673")
+    assert net.run("federate", "add", "localhost:5673", "localhost:5672", "amq.data") == 0
+    argv = ["-d", "-v", "federate", "add", "localhost:5673", "peering/secret@localhost:5672", "amq.service"]
+    assert net.run(*argv, "--type", "service") == 0
+    assert capsys.readouterr() == (
+        "Added federation localhost:5673 => localhost:5672 amq.service (service)\n",
+        "",
+    )
+    assert net.run("federate", "list", "localhost:5673") == 0
+    assert capsys.readouterr() == (WALKTHROUGH_LIST, "")
+    assert net.run("route", "map", "localhost:5673") == 0
+    assert capsys.readouterr() == (WALKTHROUGH_MAP, "")
+    assert net.run("federate", "add", "localhost:5673", "localhost:5674", "amq.data") == 1
+    assert capsys.readouterr() == (
+        "",
+        "Failed: duplicate - exchange 'amq.data' is already federated to localhost:5672 (fanout): "
+        "an exchange is federated at most once\n",
+    )
+    assert net.run("-v", "federate", "del", "localhost:5673", "localhost:5672", "amq.data") == 0
+    assert capsys.readouterr() == ("Deleted federation localhost:5673 => localhost:5672 amq.data\n", "")
+    assert net.run("federate", "del", "localhost:5673", "localhost:5672", "amq.data") == 1
+    assert capsys.readouterr() == (
+        "",
+        "Failed: NOT_FOUND - exchange 'amq.data' is not federated to localhost:5672\n",
+    )
+    assert net.run("federate", "list", "localhost:5672") == 0
+    assert capsys.readouterr() == ("No Federations Found\n", "")
+
+
+def test_federate_add_without_parent_credentials_lets_the_child_use_its_attach_login() -> None:
+    net = FakeNetwork("child:5673")
+    assert net.run("federate", "add", "admin/secret@child:5673", "parent", "amq.data") == 0
+    assert net.connected[0][0] == BrokerAddress("child", 5673, "admin", "secret")
+    assert net["child:5673"].requests == [
+        (
+            "federations.add",
+            {
+                "host": "parent",
+                "port": 5672,
+                "exchange": "amq.data",
+                "vhost": "/",
+                "type": None,
+                "username": None,
+                "password": None,
+                "durable": False,
+            },
+        )
+    ]
+
+
+def test_federate_add_with_parent_credentials_durable_type_and_vhost() -> None:
+    net = FakeNetwork("child:5672")
+    argv = [
+        "-d",
+        "federate",
+        "add",
+        "child",
+        "fed/pw@parent:5673",
+        "orders",
+        "--type",
+        "data",
+        "--vhost",
+        "v",
+    ]
+    assert net.run(*argv) == 0
+    assert sent(net["child:5672"], "federations.add") == {
+        "host": "parent",
+        "port": 5673,
+        "exchange": "orders",
+        "vhost": "v",
+        "type": "data",
+        "username": "fed",
+        "password": "pw",
+        "durable": True,
+    }
+
+
+def test_federate_add_sends_guest_when_the_parent_address_names_it() -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "child", "guest/guest@parent", "amq.data") == 0
+    arguments = sent(net["child:5672"], "federations.add")
+    assert (arguments["username"], arguments["password"]) == ("guest", "guest")
+
+
+@pytest.mark.parametrize(
+    ("options", "sent_type"),
+    [
+        ([], None),
+        (["--type", "subscriber"], "subscriber"),
+        (["--type", "publisher"], "publisher"),
+        (["--type", "locator"], "locator"),
+        (["--type", "fanout"], "fanout"),
+        (["--type", "service"], "service"),
+        (["--type=data"], "data"),
+    ],
+)
+def test_federate_add_type(options: list[str], sent_type: str | None) -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "child", "parent", "amq.data", *options) == 0
+    assert sent(net["child:5672"], "federations.add")["type"] == sent_type
+
+
+def test_federate_add_names_the_types_when_refusing_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        FakeNetwork("child:5672").run("federate", "add", "child", "parent", "amq.data", "--type=fan")
+    assert exited.value.code == 2
+    choices = capsys.readouterr().err.splitlines()[-1].partition("(choose from ")[2]
+    assert choices.replace("'", "") == "subscriber, publisher, locator, fanout, service, data)"
+
+
+def test_federate_options_may_come_first_or_last() -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "--type", "locator", "child", "parent", "x", "--durable") == 0
+    arguments = sent(net["child:5672"], "federations.add")
+    assert (arguments["type"], arguments["durable"]) == ("locator", True)
+
+
+def test_verbose_federate_add_and_del_say_what_was_done(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("child:5673")
+    assert net.run("-v", "federate", "add", "child:5673", "parent", "amq.data") == 0
+    assert net.run("-v", "federate", "del", "child:5673", "parent", "amq.data") == 0
+    assert (
+        net.run("-v", "federate", "add", "child:5673", "[::1]", "orders", "--vhost", "v", "--type", "data")
+        == 0
+    )
+    assert capsys.readouterr() == (
+        "Added federation child:5673 => parent:5672 amq.data (fanout)\n"
+        "Deleted federation child:5673 => parent:5672 amq.data\n"
+        "Added federation child:5673 => [::1]:5672 orders (vhost v) (fanout)\n",
+        "",
+    )
+
+
+def test_federate_add_and_del_print_nothing_without_v(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "child", "parent", "amq.data") == 0
+    assert net.run("federate", "del", "child", "parent", "amq.data") == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_federate_del_sends_the_parent_exchange_and_vhost() -> None:
+    net = FakeNetwork("child:5672")
+    net.run("federate", "add", "child", "parent:5673", "orders", "--vhost", "v")
+    assert net.run("federate", "del", "child", "fed/pw@parent:5673", "orders", "--vhost", "v") == 0
+    assert net["child:5672"].requests[-1] == (
+        "federations.delete",
+        {"host": "parent", "port": 5673, "exchange": "orders", "vhost": "v"},
+    )
+    assert net["child:5672"].federations == []
+
+
+def test_federate_del_of_what_is_not_federated(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "del", "child", "parent", "amq.data") == 1
+    assert capsys.readouterr() == (
+        "",
+        "Failed: NOT_FOUND - exchange 'amq.data' is not federated to parent:5672\n",
+    )
+    net.run("federate", "add", "child", "parent", "amq.data")
+    assert net.run("federate", "del", "child", "other", "amq.data") == 1
+    assert (
+        capsys.readouterr().err == "Failed: NOT_FOUND - exchange 'amq.data' is not federated to other:5672\n"
+    )
+    assert len(net["child:5672"].federations) == 1
+
+
+def test_federate_add_of_an_exchange_already_federated(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("child:5672")
+    net.run("federate", "add", "child", "parent", "amq.data")
+    assert net.run("federate", "add", "child", "other", "amq.data", "--type", "subscriber") == 1
+    assert capsys.readouterr() == (
+        "",
+        "Failed: duplicate - exchange 'amq.data' is already federated to parent:5672 (fanout): "
+        "an exchange is federated at most once\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("usage", "internal exchange 'fed.internal' cannot be federated"),
+        ("NOT_FOUND", "no exchange 'fed.missing' in vhost '/' on node 'child'"),
+        ("unavailable", "federation is not running on this node"),
+    ],
+)
+def test_federate_add_refused_by_the_node(
+    kind: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    net = FakeNetwork("child:5672")
+    net["child:5672"].refusals["federations.add"] = ManagementFailed(kind, message)
+    assert net.run("federate", "add", "child", "parent", "fed.internal") == 1
+    assert capsys.readouterr() == ("", f"Failed: {kind} - {message}\n")
+
+
+def test_federating_a_node_to_itself_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("a:5672")
+    assert net.run("federate", "add", "a", "peer/pw@a:5672", "amq.data") == 1
+    assert capsys.readouterr().err == "Failed: usage - federating a node to itself is not permitted\n"
+    assert net.connected == []
+
+
+def test_federate_to_an_unreachable_child(capsys: pytest.CaptureFixture[str]) -> None:
+    assert FakeNetwork().run("federate", "add", "child", "parent", "amq.data") == 1
+    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+
+
+def test_federate_list(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("child:5673")
+    net.run("federate", "add", "child:5673", "localhost", "amq.data")
+    net.run("-d", "federate", "add", "child:5673", "localhost", "amq.service", "--type", "service")
+    net["child:5673"].federations[1].update(
+        state="Waiting",
+        last_error="Connection refused",
+        outbox={"messages": 7, "limit": 100000, "dropped": 0},
+    )
+    assert net.run("federate", "list", "child:5673") == 0
+    assert capsys.readouterr() == (FEDERATE_LIST + "\n", "")
+    assert methods(net["child:5673"])[-1] == "federations.list"
+
+
+def test_federate_list_of_a_node_without_federations(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork("localhost:5672")
+    assert net.run("federate", "list") == 0
+    assert capsys.readouterr() == ("No Federations Found\n", "")
+
+
 # -- failures and usage errors ----------------------------------------------------------------
 
 
@@ -511,6 +866,19 @@ def test_timeout_is_given_to_the_client_factory() -> None:
             "--src-local is not permitted",
         ),
         (["--timeout", "soon", "route", "list"], "usage: amq-route", "'soon' is not a number"),
+        (
+            ["federate", "add", "a", "b", "amq.data", "--type", "fan"],
+            "usage: amq-route federate add",
+            "argument --type: invalid choice: 'fan'",
+        ),
+        (["federate", "add", "a", "b"], "usage: amq-route federate add", "required: exchange"),
+        (["federate", "add", "a", "fed@b", "x"], "usage: amq-route federate add", "must be user/password"),
+        (
+            ["federate", "del", "a", "b", "x", "--type", "fanout"],
+            "usage: amq-route federate del",
+            "unrecognized arguments: --type fanout",
+        ),
+        (["federate", "list", "a", "b"], "usage: amq-route federate list", "unrecognized arguments: b"),
     ],
 )
 def test_usage_errors_exit_2_with_the_commands_usage(
@@ -542,6 +910,10 @@ def test_usage_errors_exit_2_with_the_commands_usage(
         ["route", "flush"],
         ["queue", "add"],
         ["queue", "del"],
+        ["federate"],
+        ["federate", "add"],
+        ["federate", "del"],
+        ["federate", "list"],
     ],
 )
 def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
