@@ -238,11 +238,21 @@ async def link_del(context: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-async def link_list(context: Context, args: argparse.Namespace) -> int:
+async def print_table(
+    method: str,
+    table: Callable[[Sequence[formatting.Record]], list[str]],
+    context: Context,
+    args: argparse.Namespace,
+) -> int:
+    """A `list` command: the records `method` returns from the node named, as `table` lays
+    them out."""
     async with context.client(args.broker) as client:
-        links = await client.call("links.list")
-    print("\n".join(formatting.link_table(links)))
+        records = await client.call(method)
+    print("\n".join(table(records)))
     return 0
+
+
+link_list = partial(print_table, "links.list", formatting.link_table)
 
 
 async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
@@ -414,11 +424,7 @@ async def federate_del(context: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-async def federate_list(context: Context, args: argparse.Namespace) -> int:
-    async with context.client(args.broker) as client:
-        federations = await client.call("federations.list")
-    print("\n".join(formatting.federation_table(federations)))
-    return 0
+federate_list = partial(print_table, "federations.list", formatting.federation_table)
 
 
 # -- command line ---------------------------------------------------------------------------
