@@ -13,6 +13,7 @@ claimable for RETURN_WINDOW seconds after it was sent; a later Return is logged 
 
 from __future__ import annotations
 
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -63,7 +64,9 @@ class PendingReturns:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._next_id = 1
+        # Ids start at random so a Return of a publish sent before a restart of this node
+        # (ids are not stored) cannot claim a new publish that happens to reuse its id.
+        self._next_id = secrets.randbits(48)
         #: id -> (sent at, where its Return goes)
         self._pending: OrderedDict[int, tuple[float, ReturnTo]] = OrderedDict()
 

@@ -49,6 +49,11 @@ def test_a_publish_is_claimable_once_within_the_window() -> None:
     assert pending.take(None) is None and len(pending) == 0
 
 
+def test_ids_do_not_repeat_across_restarts() -> None:
+    before, after = PendingReturns(lambda: 0.0), PendingReturns(lambda: 0.0)
+    assert before.add((1, 1)) != after.add((1, 1))
+
+
 def test_at_most_max_pending_are_kept(monkeypatch) -> None:
     monkeypatch.setattr(returns, "MAX_PENDING", 3)
     pending = PendingReturns(lambda: 0.0)
