@@ -1,0 +1,234 @@
+"""A topology file's content, checked and with defaults applied: what the planner reasons about.
+
+The loader (topology.loader) turns a TOML file into a `Topology`; checks, maps, plans and
+`amq-gateway up` read only this model, so they can be tested with topologies built in code.
+
+Directions, as the CLIs name them:
+- A **link** is opened by `opener` (the node that holds it: dest-broker in `amq-route link add
+  <dest-broker> <src-broker>`, the file's `to`) to `peer` (src-broker, the file's `from`).
+- A **route** moves messages from `source` into `exchange` on `destination`. A pull route
+  rides on a link the destination opens to the source (qpid-route's default); a push route on
+  one the source opens to the destination (`-s`).
+- A **federation** attaches `exchange` of `child` to the same exchange of `parent`; the child
+  opens the peering.
+
+Every declaration keeps `where`: the file, line and key path it came from
+(`topology.toml:12: routes[0]`), so findings point at the text to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gateway.broker.names import STANDARD_EXCHANGES
+from gateway.federation_config import cannot_federate
+
+#: Exchanges every node has without declaring them, with their types.
+BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)
+#: The vhost every declaration lives in (the planner manages vhost "/" only).
+VHOST = "/"
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+ROUTE_KINDS = ("dynamic", "exchange", "queue")
+TRANSPORTS = ("tcp",)
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A login, by the name the file gives it (`[credentials.<name>]`)."""
+
+    name: str
+    username: str
+    password: str
+
+
+#: What a node is managed and linked to with unless the file names other credentials.
+GUEST = Credentials("guest", "guest", "guest")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    host: str
+    port: int
+    region: str = ""
+    #: The node's federation tag: its dynamic routes' default tag (the node name if empty).
+    tag: str = ""
+    #: The node's users file, for `amq-gateway up` (None: the built-in loopback users).
+    users: str | None = None
+    #: The login tools and other nodes' links use on this node.
+    credentials: Credentials = GUEST
+    where: str = ""
+
+    @property
+    def endpoint(self) -> str:
+        """`host:port`, how route maps name nodes."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def federation_tag(self) -> str:
+        return self.tag or self.name
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """An exchange declared on one node (an entry naming several nodes becomes one each)."""
+
+    node: str
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    internal: bool = False
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Queue:
+    node: str
+    name: str
+    durable: bool = True
+    auto_delete: bool = False
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A queue bound to an exchange on one node: a subscriber, for the reachability checks."""
+
+    node: str
+    exchange: str
+    queue: str
+    key: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Link:
+    opener: str
+    peer: str
+    durable: bool = True
+    transport: str = "tcp"
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: str
+    source: str
+    destination: str
+    exchange: str
+    #: Exchange routes: the binding key on the source.
+    key: str | None = None
+    #: Queue routes: the source's queue.
+    queue: str | None = None
+    push: bool = False
+    durable: bool = True
+    #: None: the node's default.
+    ack: int | None = None
+    credit: int | None = None
+    #: Dynamic and exchange routes: the route's tag (None: the holder's federation tag).
+    tag: str | None = None
+    excludes: tuple[str, ...] = ()
+    where: str = ""
+
+    @property
+    def holder(self) -> str:
+        """The node that opens the route's link and holds the route."""
+        return self.source if self.push else self.destination
+
+    @property
+    def far_end(self) -> str:
+        """The node the holder's link connects to."""
+        return self.destination if self.push else self.source
+
+
+@dataclass(frozen=True)
+class Federation:
+    child: str
+    parent: str
+    exchange: str
+    #: subscriber, publisher, locator, fanout or service; the loader resolves the default
+    #: (service for a direct exchange, fanout otherwise) when the exchange's type is known.
+    type: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """Who sends what where: the reachability checks and `up`'s demo traffic start here."""
+
+    node: str
+    exchange: str
+    key: str = ""
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    path: str
+    nodes: dict[str, Node]
+    exchanges: tuple[Exchange, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+    links: tuple[Link, ...] = ()
+    routes: tuple[Route, ...] = ()
+    federations: tuple[Federation, ...] = ()
+    publishers: tuple[Publisher, ...] = ()
+
+    def exchange(self, node: str, name: str) -> Exchange | None:
+        """The exchange `name` on `node`: declared, or built in (where "" is the file's)."""
+        for exchange in self.exchanges:
+            if exchange.node == node and exchange.name == name:
+                return exchange
+        if name in BUILT_IN_EXCHANGES and node in self.nodes:
+            return Exchange(node, name, BUILT_IN_EXCHANGES[name], durable=True)
+        return None
+
+    def queue(self, node: str, name: str) -> Queue | None:
+        return next((q for q in self.queues if q.node == node and q.name == name), None)
+
+    def link_between(self, opener: str, peer: str) -> Link | None:
+        """The declared link `opener` opens to `peer`, if any."""
+        return next((ln for ln in self.links if ln.opener == opener and ln.peer == peer), None)
+
+    def effective_links(self) -> Iterator[Link]:
+        """Declared links, then the links routes create for themselves (as `amq-route route
+        add` does: as durable as the route, tcp), once per (opener, peer)."""
+        seen: set[tuple[str, str]] = set()
+        for link in self.links:
+            seen.add((link.opener, link.peer))
+            yield link
+        for route in self.routes:
+            pair = (route.holder, route.far_end)
+            if pair not in seen:
+                seen.add(pair)
+                yield Link(route.holder, route.far_end, durable=route.durable, where=route.where)
+
+
+def federatable(exchange: Exchange) -> str | None:
+    """Why `exchange` cannot be federated (default, system or internal), or None."""
+    reason = cannot_federate(exchange.name)
+    if reason is None and exchange.internal:
+        return f"internal exchange '{exchange.name}' cannot be federated"
+    return reason
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem or remark about a topology: a check's result."""
+
+    severity: Severity
+    code: str
+    message: str
+    where: str = ""
+
+    def __str__(self) -> str:
+        place = f"{self.where}: " if self.where else ""
+        return f"{place}{self.severity} [{self.code}] {self.message}"
