@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from functools import partial
@@ -334,35 +334,19 @@ async def route_map(context: Context, args: argparse.Namespace) -> int:
     """Walk every node reachable from the one named over links and federations (a child to its
     parent), with the first node's credentials, then draw the routes and federations found on
     them. A node that cannot be read is reported on its line and left out; only the first node
-    must answer."""
-    start: BrokerAddress = args.broker
-    views = [(endpoint(start), await read_node(context, start))]
-    print("\nFinding Linked Brokers:")
-    print(formatting.map_probe(endpoint(start), None), flush=True)
-    seen = {endpoint(start)}
-    pending: list[BrokerAddress] = []
-
-    def visit_later(view: NodeView) -> None:
-        for peer in view.peers():
-            if endpoint(peer) not in seen:
-                seen.add(endpoint(peer))
-                pending.append(replace(peer, username=start.username, password=start.password))
-
-    visit_later(views[0][1])
-    while pending:
-        address = pending.pop(0)
+    must answer. The walk and the text are MapWalk's, which the offline map
+    (topology.routemap) shares."""
+    walk = MapWalk(args.broker, await read_node(context, args.broker))
+    print("\n".join(walk.heading()), flush=True)
+    for address in walk.pending():
         try:
             view = await read_node(context, address)
         except ManagementFailed as failure:
-            print(formatting.map_probe(endpoint(address), f"Failed: {failure}"), flush=True)
+            print(walk.failed(address, f"Failed: {failure}"), flush=True)
             continue
-        print(formatting.map_probe(endpoint(address), None), flush=True)
-        views.append((endpoint(address), view))
-        visit_later(view)
+        print(walk.reached(address, view), flush=True)
     print("")
-    lines = formatting.map_routes([(node, view.routes) for node, view in views])
-    lines += formatting.map_federations([(node, view.federations) for node, view in views])
-    print("\n".join(lines))
+    print("\n".join(walk.sections()))
     return 0
 
 
@@ -390,6 +374,59 @@ class NodeView:
             *map(link_peer, self.links),
             *map(formatting.federation_parent, self.federations),
         ]
+
+
+class MapWalk:
+    """`route map`'s breadth-first walk and its text, apart from how nodes are read: the live
+    map reads them through management, the offline map (topology.routemap) takes them from a
+    topology file, and both print the same lines.
+
+    The walk starts at a node already read, then visits each node's link peers and then its
+    federations' parents, each once (by `host:port`), in the order found; every node after the
+    first is reached with the first node's credentials. `pending()` yields the nodes to read
+    while the walk grows; the caller answers each with `reached` or `failed`, which return the
+    probe line. `lines()` is the whole map, `heading()` and `sections()` its two halves."""
+
+    def __init__(self, start: BrokerAddress, view: NodeView) -> None:
+        self.start = start
+        self.views: list[tuple[str, NodeView]] = []
+        self.probes: list[str] = []
+        self._seen = {endpoint(start)}
+        self._queue: list[BrokerAddress] = []
+        self.reached(start, view)
+
+    def pending(self) -> Iterator[BrokerAddress]:
+        """The nodes still to read, first found first; nodes found meanwhile join the end."""
+        while self._queue:
+            yield self._queue.pop(0)
+
+    def reached(self, address: BrokerAddress, view: NodeView) -> str:
+        """`address` was read: its probe line; its peers are visited later."""
+        self.views.append((endpoint(address), view))
+        self.probes.append(formatting.map_probe(endpoint(address), None))
+        for peer in view.peers():
+            if endpoint(peer) not in self._seen:
+                self._seen.add(endpoint(peer))
+                self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
+        return self.probes[-1]
+
+    def failed(self, address: BrokerAddress, failure: str) -> str:
+        """`address` could not be read (`failure` says why): its probe line; it is left out."""
+        self.probes.append(formatting.map_probe(endpoint(address), failure))
+        return self.probes[-1]
+
+    def heading(self) -> list[str]:
+        """The lines printed before the walk goes on: a blank line, the caption, the first probe."""
+        return ["", "Finding Linked Brokers:", self.probes[0]]
+
+    def sections(self) -> list[str]:
+        """The routes and federations found on every node reached, in walk order."""
+        lines = formatting.map_routes([(node, view.routes) for node, view in self.views])
+        return lines + formatting.map_federations([(node, view.federations) for node, view in self.views])
+
+    def lines(self) -> list[str]:
+        """The whole map, as `route map` prints it once every node was read or failed."""
+        return ["", "Finding Linked Brokers:", *self.probes, "", *self.sections()]
 
 
 async def read_node(context: Context, address: BrokerAddress) -> NodeView:
