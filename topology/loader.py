@@ -1,0 +1,398 @@
+"""Read a topology file (docs/topology.md) into the model (topology.model).
+
+An operator fixes a file faster from a complete list than one error per run, so loading
+checks the whole file first and raises one `TopologyError` naming every problem, each as
+`file:line: key.path: message`; only a file without problems is turned into a `Topology`.
+The loader refuses only what the model cannot represent (unknown keys, wrong types, missing
+keys, bad node names or ports, unknown credentials); references to undeclared nodes, exchanges
+or queues, and duplicates, are the planner's findings (topology.checks).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gateway.federation_config import ALIASES
+from gateway.tomlfile import Invalid, KeyPath, TomlFile, _key_lines, describe
+from topology import schema
+from topology.model import (
+    BUILT_IN_EXCHANGES,
+    GUEST,
+    Binding,
+    Credentials,
+    Exchange,
+    Federation,
+    Link,
+    Node,
+    Publisher,
+    Queue,
+    Route,
+    Topology,
+)
+from topology.schema import Section
+
+_SYNTAX_POSITION = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
+_AT_END = " (at end of document)"
+
+
+class TopologyError(Exception):
+    """A topology file cannot be used: `str()` is every problem, one line each, by line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def load_topology(path: Path) -> Topology:
+    """The topology in the file at `path`; TopologyError lists every problem with it."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise TopologyError([f"{path}: cannot read: {err.strerror}"]) from None
+    except UnicodeDecodeError as err:
+        raise TopologyError([f"{path}: not UTF-8 text (byte {err.start})"]) from None
+    return load_topology_text(text, str(path))
+
+
+def load_topology_text(text: str, path: str) -> Topology:
+    """The topology in `text`, read as if from `path` (errors name it; `users` paths and the
+    default name derive from it), so tests need no files."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TopologyError([_syntax_error(text, path, str(err))]) from None
+    doc = TomlFile(Path(path), data, _key_lines(text))
+    reader = _Reader(doc)
+    content = reader.read()
+    if reader.problems:
+        raise TopologyError(reader.sorted_problems())
+    return _build(doc, path, content)
+
+
+def _syntax_error(text: str, path: str, error: str) -> str:
+    """`file:line:col: invalid TOML: ...`, the end of the document included."""
+    position = _SYNTAX_POSITION.match(error)
+    if position is not None:
+        problem, line, column = position.groups()
+        return f"{path}:{line}:{column}: invalid TOML: {problem}"
+    if error.endswith(_AT_END):
+        line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
+        return f"{path}:{line}:{column}: invalid TOML: {error.removesuffix(_AT_END)}"
+    return f"{path}: invalid TOML: {error}"
+
+
+# --------------------------------------------------------------------------------------------
+# Checking: every problem is collected, none stops the walk
+
+
+@dataclass(frozen=True)
+class _Inherited:
+    """A `[defaults.<kind>]` table: its valid values, and every key it sets (even badly), so
+    an entry missing a key whose default was bad is not blamed a second time."""
+
+    values: dict[str, Any]
+    present: frozenset[str]
+
+
+_NOTHING = _Inherited({}, frozenset())
+
+
+@dataclass(frozen=True)
+class _Content:
+    """The checked file, entries still as key -> value (with defaults merged in)."""
+
+    name: str | None
+    credentials: dict[str, Credentials]
+    nodes: dict[str, tuple[KeyPath, dict[str, Any]]]
+    entries: dict[str, list[tuple[KeyPath, dict[str, Any]]]]
+
+
+class _Reader:
+    def __init__(self, doc: TomlFile) -> None:
+        self.doc = doc
+        self.problems: list[tuple[int, str]] = []
+        #: Every [credentials.<name>] declared, usable or not (one error per mistake).
+        self.credential_names: list[str] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        line = next(
+            (self.doc.lines[path[:end]] for end in range(len(path), 0, -1) if path[:end] in self.doc.lines), 0
+        )
+        self.problems.append((line, f"{self.doc.where(path)}: {message}"))
+
+    def sorted_problems(self) -> list[str]:
+        return [message for _, message in sorted(self.problems, key=lambda problem: problem[0])]
+
+    def read(self) -> _Content:
+        data = self.doc.data
+        for key in data:
+            if key not in schema.TOP_LEVEL:
+                self.problem((key,), f"unknown key (known: {', '.join(schema.TOP_LEVEL)})")
+        topology = self.fields(("topology",), data.get("topology", {}), schema.TOPOLOGY)
+        credentials = self.credentials(data.get("credentials", {}))
+        defaults = self.defaults(data.get("defaults", {}))
+        nodes = self.nodes(data.get("nodes", {}), defaults.get("node", _NOTHING))
+        entries = {
+            name: self.array(name, section, defaults.get(kind or "", _NOTHING))
+            for name, (section, kind) in schema.ARRAYS.items()
+        }
+        return _Content((topology or {}).get("name"), credentials, nodes, entries)
+
+    def fields(
+        self, path: KeyPath, table: object, section: Section, inherited: _Inherited = _NOTHING
+    ) -> dict[str, Any] | None:
+        """The table's values over the inherited ones; None if it is not a table at all."""
+        if not isinstance(table, dict):
+            self.problem(path, f"expected a table, got {describe(table)}")
+            return None
+        values = dict(inherited.values)
+        for key, value in table.items():
+            check = section.keys.get(key)
+            if check is None:
+                self.problem((*path, key), f"unknown key (known: {', '.join(section.keys)})")
+                continue
+            try:
+                values[key] = check(value)
+            except Invalid as err:
+                self.problem((*path, key), str(err))
+        for key, what in section.required.items():
+            if key not in table and key not in inherited.present:
+                self.problem(path, f"missing key '{key}' ({what})")
+        return values
+
+    def tables(self, key: str, value: object) -> dict[str, Any]:
+        """A table of named tables (`[nodes.<name>]`, ...), or {} after saying it is not."""
+        if isinstance(value, dict):
+            return value
+        self.problem((key,), f"expected [{key}.<name>] tables, got {describe(value)}")
+        return {}
+
+    def credentials(self, value: object) -> dict[str, Credentials]:
+        found = {}
+        for name, table in self.tables("credentials", value).items():
+            self.credential_names.append(name)
+            values = self.fields(("credentials", name), table, schema.CREDENTIALS)
+            if values is not None and {"username", "password"} <= values.keys():
+                found[name] = Credentials(name, values["username"], values["password"])
+        return found
+
+    def credentials_name(self, path: KeyPath, values: dict[str, Any]) -> None:
+        name = values.get("credentials")
+        declared = self.credential_names
+        if name is not None and name not in declared and name != GUEST.name:
+            choices = ", ".join([*declared, *([GUEST.name] if GUEST.name not in declared else [])])
+            self.problem((*path, "credentials"), f"unknown credentials '{name}' (known: {choices})")
+            del values["credentials"]
+
+    def defaults(self, value: object) -> dict[str, _Inherited]:
+        found = {}
+        for kind, table in self.tables("defaults", value).items():
+            path: KeyPath = ("defaults", kind)
+            section = schema.DEFAULTABLE.get(kind)
+            if section is None:
+                self.problem(path, f"unknown key (known: {', '.join(schema.DEFAULTABLE)})")
+                continue
+            keys = {key: section.keys[key] for key in section.defaults}
+            values = self.fields(path, table, Section(keys))
+            if values is not None:
+                if kind == "node":
+                    self.credentials_name(path, values)
+                found[kind] = _Inherited(values, frozenset(table))
+        return found
+
+    def nodes(self, value: object, inherited: _Inherited) -> dict[str, tuple[KeyPath, dict[str, Any]]]:
+        found = {}
+        for name, table in self.tables("nodes", value).items():
+            path: KeyPath = ("nodes", name)
+            try:
+                schema.node_name(name)
+            except Invalid as err:
+                self.problem(path, str(err))
+            values = self.fields(path, table, schema.NODE, inherited)
+            if values is not None:
+                if isinstance(table, dict) and "credentials" in table:
+                    self.credentials_name(path, values)
+                found[name] = (path, values)
+        return found
+
+    def array(
+        self, name: str, section: Section, inherited: _Inherited
+    ) -> list[tuple[KeyPath, dict[str, Any]]]:
+        value = self.doc.data.get(name, [])
+        if not isinstance(value, list):
+            self.problem((name,), f"expected [[{name}]] entries (an array of tables), got {describe(value)}")
+            return []
+        found = []
+        for index, table in enumerate(value):
+            path: KeyPath = (name, index)
+            values = self.fields(path, table, section, inherited)
+            if values is not None:
+                if section is schema.ROUTE:
+                    self.route_kind(path, table, values)
+                found.append((path, values))
+        return found
+
+    def route_kind(self, path: KeyPath, table: dict[str, Any], values: dict[str, Any]) -> None:
+        """The keys that depend on a route's kind."""
+        kind = values.get("kind")
+        if kind is None:
+            return
+        for key, kinds in schema.ROUTE_KIND_KEYS.items():
+            if key in table and kind not in kinds:
+                self.problem(
+                    (*path, key), f"only {' and '.join(kinds)} routes take '{key}', this is a {kind} route"
+                )
+        required = schema.ROUTE_KIND_REQUIRED.get(kind)
+        if required is not None and required[0] not in table:
+            self.problem(path, f"missing key '{required[0]}' ({required[1]}, required for {kind} routes)")
+        if kind == "dynamic" and table.get("mode") == "push":
+            self.problem(
+                (*path, "mode"), "dynamic routes are always pulled by the destination (push is refused)"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Building the model from a file without problems
+
+
+def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
+    folder = Path(path).parent
+    nodes = {
+        name: Node(
+            name,
+            values["host"],
+            values["port"],
+            region=values.get("region", ""),
+            tag=values.get("tag", ""),
+            users=str(folder / Path(values["users"]).expanduser()) if "users" in values else None,
+            credentials=content.credentials.get(values.get("credentials", ""), GUEST),
+            where=doc.where(where),
+        )
+        for name, (where, values) in content.nodes.items()
+    }
+    every = tuple(nodes)
+
+    def on(values: dict[str, Any]) -> tuple[str, ...]:
+        names: tuple[str, ...] | None = values.get("nodes")
+        return every if names is None else names
+
+    entries = content.entries
+    exchanges = tuple(
+        Exchange(
+            node,
+            values["name"],
+            values["type"],
+            durable=values.get("durable", True),
+            auto_delete=values.get("auto_delete", False),
+            internal=values.get("internal", False),
+            where=doc.where(where),
+        )
+        for where, values in entries["exchanges"]
+        for node in on(values)
+    )
+    queues = tuple(
+        Queue(
+            node,
+            values["name"],
+            durable=values.get("durable", True),
+            auto_delete=values.get("auto_delete", False),
+            where=doc.where(where),
+        )
+        for where, values in entries["queues"]
+        for node in on(values)
+    )
+    bindings = tuple(
+        Binding(
+            node,
+            values["exchange"],
+            values["queue"],
+            key=values.get("key", ""),
+            arguments=values.get("arguments", {}),
+            where=doc.where(where),
+        )
+        for where, values in entries["bindings"]
+        for node in _binding_nodes(values, queues, every)
+    )
+    links = tuple(
+        Link(
+            values["to"],
+            values["from"],
+            durable=values.get("durable", True),
+            transport=values.get("transport", "tcp"),
+            where=doc.where(where),
+        )
+        for where, values in entries["links"]
+    )
+    routes = tuple(_route(values, doc.where(where)) for where, values in entries["routes"])
+    partial = Topology(
+        content.name or Path(path).stem, path, nodes, exchanges, queues, bindings, links, routes
+    )
+    federations = tuple(
+        Federation(
+            values["child"],
+            values["parent"],
+            values["exchange"],
+            _federation_type(partial, values),
+            where=doc.where(where),
+        )
+        for where, values in entries["federations"]
+    )
+    publishers = tuple(
+        Publisher(values["node"], values["exchange"], key=values.get("key", ""), where=doc.where(where))
+        for where, values in entries["publishers"]
+    )
+    return Topology(
+        partial.name, path, nodes, exchanges, queues, bindings, links, routes, federations, publishers
+    )
+
+
+def _binding_nodes(
+    values: dict[str, Any], queues: tuple[Queue, ...], every: tuple[str, ...]
+) -> tuple[str, ...]:
+    """Where a binding is made: its `nodes`, else every node declaring its queue, else every
+    node (so the checks see, and report, a binding whose queue is declared nowhere)."""
+    names: tuple[str, ...] | None = values.get("nodes")
+    if names is not None:
+        return names
+    declaring = tuple(dict.fromkeys(queue.node for queue in queues if queue.name == values["queue"]))
+    return declaring or every
+
+
+def _route(values: dict[str, Any], where: str) -> Route:
+    # [defaults.route] mode applies only where push is possible: dynamic routes are pulled.
+    mode = "pull" if values["kind"] == "dynamic" else values.get("mode", "pull")
+    return Route(
+        values["kind"],
+        values["from"],
+        values["to"],
+        values["exchange"],
+        key=values.get("key"),
+        queue=values.get("queue"),
+        push=mode == "push",
+        durable=values.get("durable", True),
+        ack=values.get("ack"),
+        credit=values.get("credit"),
+        tag=values.get("tag"),
+        excludes=values.get("excludes", ()),
+        where=where,
+    )
+
+
+def _federation_type(topology: Topology, values: dict[str, Any]) -> str:
+    """The type as written ("data" is fanout), else by the exchange's type as the child (or
+    the parent, or any node) declares it: service for direct, fanout otherwise."""
+    given = values.get("type")
+    if given is not None:
+        return ALIASES.get(given, given)
+    name = values["exchange"]
+    exchange = (
+        topology.exchange(values["child"], name)
+        or topology.exchange(values["parent"], name)
+        or next((each for each in topology.exchanges if each.name == name), None)
+    )
+    kind = exchange.type if exchange is not None else BUILT_IN_EXCHANGES.get(name)
+    return "service" if kind == "direct" else "fanout"

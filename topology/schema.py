@@ -1,0 +1,234 @@
+"""The keys a topology file may hold, what each accepts, and which are required.
+
+Kept apart from topology.loader so the schema reads as one table per section, next to the
+docs (docs/topology.md) it must agree with; the loader walks these tables and turns every
+mismatch into one error line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.federation_config import ALIASES, TYPES
+from gateway.tomlfile import Check, Invalid, boolean, integer, one_of, text
+from topology.model import EXCHANGE_TYPES, ROUTE_KINDS, TRANSPORTS
+
+#: Node names: they name `./var/<node>`, so no "/" and no leading dot.
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+NODE_NAME_EXPECTED = "a node name of letters, digits, '.', '_' or '-', starting with a letter or digit"
+#: `nodes = "*"` (or omitted): every node of the file.
+EVERY_NODE = "*"
+MODES = ("pull", "push")
+
+
+def node_name(value: object) -> str:
+    if not isinstance(value, str) or not NODE_NAME.match(value):
+        raise Invalid(NODE_NAME_EXPECTED, value)
+    return value
+
+
+def _string(what: str) -> Check:
+    """Any string of at most 255 bytes ("" allowed: keys, and the default exchange)."""
+
+    def check(value: object) -> str:
+        if not isinstance(value, str) or len(value.encode()) > 255:
+            raise Invalid(what, value)
+        return value
+
+    return check
+
+
+def _host(value: object) -> str:
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise Invalid("a host name or address", value)
+    return value
+
+
+def _nodes(value: object) -> tuple[str, ...] | None:
+    """A node name, "*" or an array of node names -> the names, or None for every node."""
+    expected = 'a node name, "*" (every node) or an array of node names'
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise Invalid(expected, value)
+    if EVERY_NODE in names:
+        if len(names) > 1:
+            raise Invalid('"*" alone (it means every node)', value)
+        return None
+    return tuple(names)
+
+
+def _table(value: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise Invalid("a table", value)
+    return value
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise Invalid("an array of tags (non-empty strings)", value)
+    return tuple(value)
+
+
+_node_ref = text("a node name (a non-empty string)")
+_exchange_ref = _string("an exchange name (a string of at most 255 bytes)")
+_count = integer(0, 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class Section:
+    """One kind of entry: its keys' checks, the required ones (with what they are, for the
+    "missing key" message) and the keys `[defaults.<name>]` may set."""
+
+    keys: Mapping[str, Check]
+    required: Mapping[str, str] = field(default_factory=dict)
+    defaults: tuple[str, ...] = ()
+
+
+TOPOLOGY = Section({"name": text("a topology name (a non-empty string)")})
+
+CREDENTIALS = Section(
+    {"username": text("a user name (a non-empty string)"), "password": _string("a password (a string)")},
+    required={"username": "the user name", "password": "the password"},
+)
+
+NODE = Section(
+    {
+        "host": _host,
+        "port": integer(1, 65535),
+        "region": text("a region name (a non-empty string)"),
+        "tag": text("a federation tag (a non-empty string)"),
+        "users": text("a users file path (a non-empty string)"),
+        "credentials": text("a [credentials.<name>] name"),
+    },
+    required={"host": "the node's host name or address", "port": "the node's AMQP port, 1-65535"},
+    defaults=("host", "region", "users", "credentials"),
+)
+
+EXCHANGE = Section(
+    {
+        "name": text("an exchange name (a non-empty string of at most 255 bytes)"),
+        "type": one_of(*EXCHANGE_TYPES),
+        "durable": boolean,
+        "auto_delete": boolean,
+        "internal": boolean,
+        "nodes": _nodes,
+    },
+    required={"name": "the exchange's name", "type": "one of " + ", ".join(EXCHANGE_TYPES)},
+    defaults=("type", "durable", "auto_delete", "internal", "nodes"),
+)
+
+QUEUE = Section(
+    {
+        "name": text("a queue name (a non-empty string of at most 255 bytes)"),
+        "nodes": _nodes,
+        "durable": boolean,
+        "auto_delete": boolean,
+    },
+    required={"name": "the queue's name"},
+    defaults=("durable", "auto_delete", "nodes"),
+)
+
+BINDING = Section(
+    {
+        "exchange": _exchange_ref,
+        "queue": text("a queue name (a non-empty string)"),
+        "key": _string("a binding key (a string of at most 255 bytes)"),
+        "arguments": _table,
+        "nodes": _nodes,
+    },
+    required={"exchange": "the exchange to bind to", "queue": "the queue to bind"},
+)
+
+LINK = Section(
+    {"from": _node_ref, "to": _node_ref, "durable": boolean, "transport": one_of(*TRANSPORTS)},
+    required={"from": "the node linked to (src-broker)", "to": "the node that opens the link (dest-broker)"},
+    defaults=("durable", "transport"),
+)
+
+ROUTE = Section(
+    {
+        "kind": one_of(*ROUTE_KINDS),
+        "from": _node_ref,
+        "to": _node_ref,
+        "exchange": _exchange_ref,
+        "key": _string("a binding key (a string of at most 255 bytes)"),
+        "queue": text("a queue name (a non-empty string)"),
+        "mode": one_of(*MODES),
+        "durable": boolean,
+        "ack": _count,
+        "credit": _count,
+        "tag": text("a federation tag (a non-empty string)"),
+        "excludes": _strings,
+    },
+    required={
+        "kind": "one of " + ", ".join(ROUTE_KINDS),
+        "from": "the source node",
+        "to": "the destination node",
+        "exchange": "the exchange messages are routed into",
+    },
+    defaults=("mode", "durable", "ack", "credit"),
+)
+
+#: Route keys that only some kinds take, with those kinds.
+ROUTE_KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "key": ("exchange",),
+    "queue": ("queue",),
+    "tag": ("dynamic", "exchange"),
+    "excludes": ("dynamic", "exchange"),
+}
+#: Keys a kind cannot do without, with what they are.
+ROUTE_KIND_REQUIRED: dict[str, tuple[str, str]] = {
+    "exchange": ("key", "the binding key on the source"),
+    "queue": ("queue", "the source's queue"),
+}
+
+FEDERATION = Section(
+    {
+        "child": _node_ref,
+        "parent": _node_ref,
+        "exchange": _exchange_ref,
+        "type": one_of(*TYPES, *ALIASES),
+    },
+    required={
+        "child": "the node that opens the peering",
+        "parent": "the node it attaches to",
+        "exchange": "the exchange to federate",
+    },
+    defaults=("type",),
+)
+
+PUBLISHER = Section(
+    {
+        "node": _node_ref,
+        "exchange": _exchange_ref,
+        "key": _string("a routing key (a string of at most 255 bytes)"),
+    },
+    required={"node": "the node published to", "exchange": "the exchange published to"},
+)
+
+#: `[defaults.<name>]` tables, by the section whose entries inherit them.
+DEFAULTABLE: dict[str, Section] = {
+    "node": NODE,
+    "exchange": EXCHANGE,
+    "queue": QUEUE,
+    "link": LINK,
+    "route": ROUTE,
+    "federation": FEDERATION,
+}
+
+#: `[[<name>]]` arrays of tables, with their sections and their defaults' names.
+ARRAYS: dict[str, tuple[Section, str | None]] = {
+    "exchanges": (EXCHANGE, "exchange"),
+    "queues": (QUEUE, "queue"),
+    "bindings": (BINDING, None),
+    "links": (LINK, "link"),
+    "routes": (ROUTE, "route"),
+    "federations": (FEDERATION, "federation"),
+    "publishers": (PUBLISHER, None),
+}
+
+#: Every top-level key, in the order the docs present them.
+TOP_LEVEL = ("topology", "credentials", "defaults", "nodes", *ARRAYS)
