@@ -228,7 +228,7 @@ def _dynamic_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> 
 def _static_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:
     """Exchange and queue routes, each from the side of the node that holds it."""
     lines = [
-        _static_route(node, route)
+        static_route_line(node, route)
         for node, routes in routes_by_node
         for route in routes
         if route["kind"] != "dynamic"
@@ -238,7 +238,7 @@ def _static_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> l
     return ["Static Routes:", "", *lines]
 
 
-def _static_route(node: str, route: Record) -> str:
+def static_route_line(node: str, route: Record) -> str:
     """`dest(ex=X) <= src(ex=X) key=K` for a pull route, `src(...) => dest(...)` for a push one,
     with `queue=Q` on the source side of a queue route."""
     here, there = f"ex={route['exchange']}", f"ex={route['exchange']}"

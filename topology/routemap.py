@@ -1,0 +1,374 @@
+"""The route map a topology file makes, computed offline, and the file's map compared with the
+live nodes' (`amq-route topology map FILE [--live]`).
+
+`expected_views` is what each node's management would list once the topology is applied, as
+`amq-route link add / dynamic add / route add / queue add / federate add` create them: the
+records of `links.list`, `routes.list` and `federations.list`, shaped exactly as the node
+returns them (federation.manager, federation.routes, federation.attachment), with every link
+and peering Operational and every counter at zero. A link or route lives on the node that opens
+its link (Route.holder); links are the declared ones plus those routes create for themselves
+(Topology.effective_links), in that order, and a node lists its routes link by link, as
+federation.manager does.
+
+`offline_map` runs `route map`'s own walk (federation.cli.route_cli.MapWalk) over those views,
+so the text is byte for byte what the live `amq-route route map <host:port>` prints after
+apply: the same breadth-first order over link peers then federation parents, every probe "Ok",
+and the nodes the walk never reaches left out as the live walk leaves them out.
+
+`compare_views` lays the expected and the live views side by side in the map's own sections
+(plus the links, which the map does not draw), marking each link, route and federation
+`missing` (in the file, not live), `extra` (live, not in the file) or `down (<state>: <last
+error>)` (a link or peering not Operational), and every node that could not be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from federation.address import BrokerAddress
+from federation.cli import formatting
+from federation.cli.route_cli import MapWalk, NodeView
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
+from gateway.federation_config import ALIASES
+from topology.model import VHOST, Federation, Link, Node, Route, Topology
+
+#: The state of a link or peering that is up.
+OPERATIONAL = "Operational"
+#: What federations.add gives a peering's outbox unless the child's config says otherwise.
+OUTBOX_LIMIT = 100_000
+OUTBOX_POLICY = "block"
+
+Record = dict[str, Any]
+
+
+# -- the records each node would list -------------------------------------------------------
+
+
+def expected_views(topology: Topology) -> dict[str, NodeView]:
+    """Per node (by name, in the file's order): the links, routes and federations its
+    management would list once the topology is applied. Declarations naming a node the file
+    does not declare, or a node as its own peer, are left out: apply could not create them
+    (the checks report them)."""
+    return {name: _view(topology, node) for name, node in topology.nodes.items()}
+
+
+def _view(topology: Topology, node: Node) -> NodeView:
+    peers = [
+        link
+        for link in topology.effective_links()
+        if link.opener == node.name and link.peer in topology.nodes and link.peer != node.name
+    ]
+    links = [link_record(topology.nodes[link.peer], link) for link in peers]
+    routes: list[Record] = []
+    for link in peers:
+        identities: set[tuple[Any, ...]] = set()
+        for route in topology.routes:
+            if route.holder != node.name or route.far_end != link.peer:
+                continue
+            record = route_record(topology, route)
+            identity = (record["kind"], record["exchange"], record["key"], record["queue"])
+            if identity not in identities:  # the node refuses a duplicate route
+                identities.add(identity)
+                routes.append(record)
+    federations: list[Record] = []
+    federated: set[str] = set()
+    for federation in topology.federations:
+        if federation.child != node.name or federation.parent not in topology.nodes:
+            continue
+        if federation.parent == node.name or federation.exchange in federated:
+            continue  # refused by the node: itself, or an exchange federated twice
+        federated.add(federation.exchange)
+        federations.append(federation_record(topology, federation))
+    return NodeView(links, routes, federations)
+
+
+def link_record(peer: Node, link: Link) -> Record:
+    """A links.list record of a link up to `peer` (federation.link.Link.snapshot):
+    connected_since is unknown offline (None)."""
+    return {
+        "host": peer.host,
+        "port": peer.port,
+        "transport": link.transport,
+        "durable": link.durable,
+        "state": OPERATIONAL,
+        "last_error": "",
+        "connected_since": None,
+        "reconnects": 0,
+    }
+
+
+def route_record(topology: Topology, route: Route) -> Record:
+    """A routes.list record as the holder lists it (federation.routes.Route.record): the
+    holder is named by its node name (the name `amq-gateway up` starts it with), the far end
+    by `host:port`; a tag not given is the holder's tag from the file, if it sets one (else
+    null: the node's name); ack and credit not given are the node's defaults."""
+    holder = topology.nodes[route.holder]
+    far_end = topology.nodes[route.far_end].endpoint
+    tag = None if route.kind == "queue" else route.tag if route.tag is not None else holder.tag or None
+    return {
+        "kind": route.kind,
+        "dest": far_end if route.push else holder.name,
+        "src": holder.name if route.push else far_end,
+        "exchange": route.exchange,
+        "key": route.key if route.kind == "exchange" else None,
+        "queue": route.queue if route.kind == "queue" else None,
+        "tag": tag,
+        "excludes": [] if route.kind == "queue" else list(route.excludes),
+        "durable": route.durable,
+        "src_local": route.push,
+        "ack": route.ack or DEFAULT_ACK,
+        "credit": route.credit or DEFAULT_CREDIT,
+        "messages": 0,
+        "bytes": 0,
+        "in_flight": 0,
+        "last_transfer": None,
+        "last_error": "",
+    }
+
+
+def federation_type(topology: Topology, federation: Federation) -> str:
+    """The federation's type as the child records it: `data` is fanout; none given is service
+    for a direct exchange and fanout otherwise (federation.attachment.normalize_type)."""
+    if federation.type:
+        return ALIASES.get(federation.type, federation.type)
+    exchange = topology.exchange(federation.child, federation.exchange)
+    return "service" if exchange is not None and exchange.type == "direct" else "fanout"
+
+
+def federation_record(topology: Topology, federation: Federation) -> Record:
+    """A federations.list record as the child lists it (federation.attachment.Attachment.record):
+    stored (durable, as the file's links and routes are by default), logging in to the parent
+    with the parent's credentials, the peering Operational and its outbox empty."""
+    parent = topology.nodes[federation.parent]
+    return {
+        "exchange": federation.exchange,
+        "vhost": VHOST,
+        "type": federation_type(topology, federation),
+        "parent": f"{parent.host}:{parent.port}",
+        "login": parent.credentials.username,
+        "durable": True,
+        "source": "runtime",
+        "state": OPERATIONAL,
+        "last_error": "",
+        "outbox": {"messages": 0, "limit": OUTBOX_LIMIT, "policy": OUTBOX_POLICY, "dropped": 0},
+        "forwarded": 0,
+        "received": 0,
+        "returned": 0,
+    }
+
+
+# -- the offline map ------------------------------------------------------------------------
+
+
+def address(node: Node) -> BrokerAddress:
+    """Where the node is, with the login tools use on it."""
+    return BrokerAddress(node.host, node.port, node.credentials.username, node.credentials.password)
+
+
+def start_node(topology: Topology, start: str | None) -> Node:
+    """The node a map starts at: `start`, or the file's first node. ValueError if there is none."""
+    if not topology.nodes:
+        raise ValueError(f"{topology.path or topology.name}: no nodes to map")
+    name = start if start is not None else next(iter(topology.nodes))
+    if name not in topology.nodes:
+        raise ValueError(f"{topology.path or topology.name}: no node named '{name}'")
+    return topology.nodes[name]
+
+
+def offline_map(topology: Topology, start: str | None = None) -> list[str]:
+    """The lines of `amq-route route map <start's host:port>` once the topology is applied
+    (start: a node name, by default the file's first node); `"\\n".join(lines) + "\\n"` is
+    the command's whole output."""
+    first = start_node(topology, start)
+    views = expected_views(topology)
+    by_endpoint: dict[str, str] = {}
+    for node in topology.nodes.values():
+        by_endpoint.setdefault(node.endpoint, node.name)
+    walk = MapWalk(address(first), views[first.name])
+    for peer in walk.pending():
+        name = by_endpoint.get(str(peer))
+        if name is None:  # not reachable from expected_views' records; kept for safety
+            walk.failed(peer, f"Failed: not a node of {topology.path or topology.name}")
+        else:
+            walk.reached(peer, views[name])
+    return walk.lines()
+
+
+# -- the file's map against the live nodes --------------------------------------------------
+
+MISSING = "missing"
+EXTRA = "extra"
+#: Items on a node that could not be read: neither missing nor extra, just unknown.
+NOT_READ = "not read"
+
+
+class Comparison(NamedTuple):
+    """compare_views' result: the marked map, and how much drift it shows (objects missing,
+    extra or down, plus the nodes that could not be read; 0 means the live nodes match)."""
+
+    lines: list[str]
+    drift: int
+
+
+def _down(record: Mapping[str, Any]) -> str:
+    """`down (<state>: <last error>)` for a link or peering not Operational, else ""."""
+    if record.get("state") == OPERATIONAL:
+        return ""
+    error = record.get("last_error") or ""
+    return f"down ({record.get('state')}: {error})" if error else f"down ({record.get('state')})"
+
+
+def _marked(line: str, marker: str) -> str:
+    return f"{line}  {marker}" if marker else line
+
+
+def _pair(
+    expected: Iterable[Record], live: Iterable[Record] | None, identity: Any
+) -> list[tuple[Record, str | None]]:
+    """Each record once, expected ones first then the live ones the file lacks, with where it
+    is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one."""
+    live_list = list(live) if live is not None else None
+    by_identity = {identity(record): record for record in live_list or ()}
+    paired: list[tuple[Record, str | None]] = []
+    wanted = set()
+    for record in expected:
+        key = identity(record)
+        wanted.add(key)
+        if live_list is None:
+            paired.append((record, NOT_READ))
+        elif key in by_identity:
+            paired.append((by_identity[key], None))
+        else:
+            paired.append((record, MISSING))
+    for record in live_list or ():
+        if identity(record) not in wanted:
+            paired.append((record, EXTRA))
+    return paired
+
+
+def _link_identity(record: Mapping[str, Any]) -> str:
+    return str(BrokerAddress(record["host"], record["port"]))
+
+
+def _route_identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (
+        formatting.route_peer(record),
+        bool(record.get("src_local")),
+        record["kind"],
+        record["exchange"],
+        record.get("key") if record["kind"] == "exchange" else None,
+        record.get("queue") if record["kind"] == "queue" else None,
+    )
+
+
+def _federation_identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (
+        record.get("vhost", VHOST),
+        record["exchange"],
+        str(formatting.federation_parent(record)),
+        record.get("type"),
+    )
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.counts = {MISSING: 0, EXTRA: 0, "down": 0, NOT_READ: 0}
+
+    def mark(self, where: str | None, down: str = "") -> str:
+        """The marker of one item, counted: where it is, or down when it is live and not up."""
+        if where in (MISSING, EXTRA):
+            self.counts[where] += 1
+            return where
+        if where == NOT_READ:
+            return NOT_READ
+        if down:
+            self.counts["down"] += 1
+        return down
+
+    def summary(self, unread: int, path: str) -> str:
+        parts = [
+            f"{self.counts[MISSING]} missing" if self.counts[MISSING] else "",
+            f"{self.counts[EXTRA]} extra" if self.counts[EXTRA] else "",
+            f"{self.counts['down']} down" if self.counts["down"] else "",
+            f"{unread} node{'s' if unread != 1 else ''} not read" if unread else "",
+        ]
+        if not any(parts):
+            return f"No drift: the live nodes match {path}."
+        return f"Drift: {', '.join(part for part in parts if part)}."
+
+    def drift(self, unread: int) -> int:
+        return self.counts[MISSING] + self.counts[EXTRA] + self.counts["down"] + unread
+
+
+def compare_views(
+    topology: Topology, expected: Mapping[str, NodeView], live: Mapping[str, NodeView | str]
+) -> Comparison:
+    """The file's map against the live nodes (`topology map FILE --live`): every node of the
+    file (in its order) with `Ok` or why it could not be read (a str in `live`, or no entry),
+    then the links (`opener -> peer`), the dynamic routes per exchange, the static routes and
+    the federations, in the live map's layout, each line marked `missing`, `extra`, `down
+    (<state>: <last error>)` or, on a node not read, `not read`; a last line sums the drift.
+    A reciprocal pair of dynamic routes is one `<=>` line when both sides are marked alike.
+    Links and federations are told apart by their far end, routes by their link and qpid's
+    identity (kind, exchange, key or queue) and direction, federations also by type."""
+    tally = _Tally()
+    probes: list[str] = []
+    links: list[str] = []
+    dynamic: dict[str, dict[tuple[str, str], str]] = {}
+    static: list[str] = []
+    federations: list[str] = []
+    unread = 0
+    for name, node in topology.nodes.items():
+        here = node.endpoint
+        wanted = expected.get(name, NodeView([], [], []))
+        got = live.get(name, "not read")
+        view = got if isinstance(got, NodeView) else None
+        if view is None:
+            unread += 1
+            probes.append(formatting.map_probe(here, f"Failed: {got}"))
+        else:
+            probes.append(formatting.map_probe(here, None))
+        for record, where in _pair(wanted.links, view and view.links, _link_identity):
+            marker = tally.mark(where, _down(record) if where is None else "")
+            links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
+        for record, where in _pair(wanted.routes, view and view.routes, _route_identity):
+            marker = tally.mark(where)
+            if record["kind"] == "dynamic":
+                pairs = dynamic.setdefault(record["exchange"], {})
+                pairs[(formatting.route_peer(record), here)] = marker
+            else:
+                static.append(_marked(formatting.static_route_line(here, record), marker))
+        for record, where in _pair(wanted.federations, view and view.federations, _federation_identity):
+            marker = tally.mark(where, _down(record) if where is None else "")
+            federations.append(_marked(formatting.federation_line(here, record), marker))
+    lines = ["", "Reading Brokers:", *probes, "", "Links:"]
+    lines += ["", *links] if links else ["none found"]
+    lines += ["", *_dynamic_lines(dynamic), ""]
+    lines += ["Static Routes:", "", *static] if static else ["Static Routes:", "none found"]
+    if federations:
+        lines += ["", "Federations:", "", *federations]
+    lines += ["", tally.summary(unread, topology.path or topology.name)]
+    return Comparison(lines, tally.drift(unread))
+
+
+def _dynamic_lines(dynamic: dict[str, dict[tuple[str, str], str]]) -> list[str]:
+    """The dynamic routes per exchange as the map draws them (`A  => B`: from A into B), a
+    reciprocal pair collapsed to `A <=> B` when both directions carry the same marker."""
+    lines = ["Dynamic Routes:"]
+    if not dynamic:
+        return [*lines, "none found"]
+    for exchange, directions in dynamic.items():
+        lines += ["", f"Exchange {exchange}:"]
+        done: set[tuple[str, str]] = set()
+        for (a, b), marker in directions.items():
+            if (a, b) in done:
+                continue
+            done.add((a, b))
+            back = directions.get((b, a))
+            if back is not None and back == marker and (b, a) not in done:
+                done.add((b, a))
+                lines.append(_marked(f"{a} <=> {b}", marker))
+            else:
+                lines.append(_marked(f"{a}  => {b}", marker))
+    return lines
