@@ -1,0 +1,343 @@
+"""Where one message goes: the copies of a publish each declared queue receives, as the real
+nodes deliver it once the topology is applied and interest has propagated.
+
+`reached_queues(topology, publisher)` is what `amq-gateway up --traffic` expects to see arrive;
+`trace_flow` also says which bindings took the message and how many copies were dropped as
+looping or cut off (for the checks). The model follows the broker's code, step by step:
+
+- **Local routing** (gateway.broker.exchange.route): the exchange's bindings are matched with
+  gateway.routing (the default exchange routes by queue name), each queue once per arrival.
+  Besides the file's bindings, an exchange has the queues federation binds to it: an exchange
+  route's source queue (bound on the source with the route's key), and on a parent the queue
+  `federation.<child>.<exchange>` of each child whose federation subscribes, bound with every
+  distinct binding the child's exchange has (its own such queues included, so bindings climb
+  a tree of federations).
+- **Exchange routes** (federation.routes): what reaches the source queue is published on the
+  destination's exchange with its routing key, unchanged (headers included).
+- **Queue routes**: the destination consumes the source's queue, so a message reaching that
+  queue moves on to the destination's exchange and does not stay there. Several routes on one
+  queue share its messages; the model sends each message to the first one declared.
+- **Dynamic routes** (federation.interest, federation.dynamic, federation.dynamic_route): each
+  node on the exchange keeps a real `InterestTable`, fed the adverts its downstream nodes send
+  (their tags, names and exclude lists applied by `adverts_for`) until nothing changes. A
+  message is forwarded to the next hop of each origin with matching interest, carrying the
+  origins it must still reach and its trace; a node delivers to its own queues only if it is
+  one of those origins, and drops a message whose trace holds its tag. So every node with a
+  matching binding gets one copy, in rings too. A node that only relays is attached only
+  while some downstream interest stands there.
+- **Federations** (federation.attachment.BEHAVIOURS): a publish on a child's exchange that did
+  not come from its parent is forwarded to the parent (publisher and fanout: always; locator
+  and service: only if no local queue took it) and routed locally unless the type is fanout;
+  a subscribing child (subscriber, fanout, service) gets what the parent routes to its
+  queue there, and routes it locally without forwarding it back.
+
+What is refused when the topology is applied carries nothing: a route or federation whose
+exchange is missing on either side (or of another type, for dynamic routes and non-`amq.*`
+federations), a dynamic route pushed with `-s`, a second federation of one exchange, a
+federation of an exchange with dynamic routes, and federations of internal or system
+exchanges. A message that would go round a cycle of static routes or federations forever is
+followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from federation.attachment import BEHAVIOURS
+from federation.interest import InterestTable
+from gateway.routing import freeze, matcher_for
+from topology.graph import dynamic_tags, federation_type
+from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
+
+QueueAt = tuple[str, str]
+#: Node-to-node hops one copy may take before the model stops following it (a loop).
+MAX_HOPS = 32
+#: Copies one publish may make in all before the model stops (loops that multiply).
+MAX_COPIES = 10_000
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One copy of the message arriving on an exchange of a node."""
+
+    node: str
+    exchange: str
+    key: str
+    #: Dynamic routing's stamp: the origins still to reach (None: not forwarded by a dynamic
+    #: route, so it counts as published here) and the tags the message passed.
+    destinations: frozenset[str] | None = None
+    trace: tuple[str, ...] = ()
+    #: Republished by the node's peering from its parent: never forwarded back up.
+    from_parent: bool = False
+    hops: int = 0
+
+
+@dataclass
+class FlowResult:
+    """What one publish does: copies per queue, bindings that took it, copies dropped."""
+
+    queues: Counter[QueueAt] = field(default_factory=Counter)
+    bindings: set[Binding] = field(default_factory=set)
+    #: Copies a dynamic node dropped because they came back to it (federation.dynamic).
+    looped: int = 0
+    #: Copies not followed beyond MAX_HOPS / MAX_COPIES: a cycle that never ends.
+    cut: int = 0
+
+
+def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[str, str]]:
+    """How many copies of ONE message from `publisher` each (node, queue) receives (queues
+    that receive none are absent)."""
+    return trace_flow(topology, publisher).queues
+
+
+def trace_flow(topology: Topology, publisher: Publisher) -> FlowResult:
+    """Follow one publish through the topology (see the module's docstring)."""
+    return _Network(topology).publish(publisher)
+
+
+# -- what is in effect once applied -------------------------------------------------------------
+
+
+def _same_exchange(topology: Topology, a: str, b: str, name: str, builtin_ok: bool) -> bool:
+    one, two = topology.exchange(a, name), topology.exchange(b, name)
+    if one is None or two is None:
+        return False
+    return (builtin_ok and name.startswith("amq.")) or one.type == two.type
+
+
+def active_routes(topology: Topology) -> list[Route]:
+    """Routes the nodes accept and run (file order; a duplicate on one link is refused)."""
+    active, seen = [], set()
+    for route in topology.routes:
+        if route.source == route.destination or (route.kind == "dynamic" and route.push):
+            continue
+        ident = (route.holder, route.far_end, route.kind, route.exchange, route.key, route.queue)
+        if ident in seen or topology.exchange(route.destination, route.exchange) is None:
+            continue
+        if route.kind == "queue" and topology.queue(route.source, route.queue or "") is None:
+            continue
+        if route.kind != "queue" and topology.exchange(route.source, route.exchange) is None:
+            continue
+        if route.kind == "dynamic" and not _same_exchange(
+            topology, route.source, route.destination, route.exchange, False
+        ):
+            continue
+        seen.add(ident)
+        active.append(route)
+    return active
+
+
+def active_federations(topology: Topology, routes: list[Route]) -> dict[tuple[str, str], Federation]:
+    """(child, exchange) -> the federation in effect there: the first one, if it can be made."""
+    dynamic = {(n, r.exchange) for r in routes if r.kind == "dynamic" for n in (r.source, r.destination)}
+    active: dict[tuple[str, str], Federation] = {}
+    for federation in topology.federations:
+        place = (federation.child, federation.exchange)
+        exchange = topology.exchange(*place)
+        if place in active or place in dynamic or exchange is None or federatable(exchange):
+            continue
+        if federation.child == federation.parent or federation_type(federation) not in BEHAVIOURS:
+            continue
+        if _same_exchange(topology, federation.child, federation.parent, federation.exchange, True):
+            active[place] = federation
+    return active
+
+
+# -- the simulation ----------------------------------------------------------------------------
+
+
+class _Network:
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.routes = active_routes(topology)
+        self.federations = active_federations(topology, self.routes)
+        self.consumers: dict[QueueAt, Route] = {}
+        for route in self.routes:
+            if route.kind == "queue":
+                self.consumers.setdefault((route.source, route.queue or ""), route)
+        self.bound = self._bindings()
+        self.tags: dict[str, dict[str, str]] = {}
+        self.tables: dict[tuple[str, str], InterestTable] = {}
+        for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
+            self._converge(exchange)
+
+    # bindings: (key, arguments, target); targets: ("queue", name), ("route", Route),
+    # ("mirror", Federation)
+
+    def _bindings(self) -> dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]]:
+        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]] = {}
+        for binding in self.topology.bindings:
+            if self.topology.queue(binding.node, binding.queue) and self._exchange(
+                binding.node, binding.exchange
+            ):
+                bound.setdefault((binding.node, binding.exchange), []).append(
+                    (binding.key, binding.arguments, ("queue", binding.queue))
+                )
+        for route in self.routes:
+            if route.kind == "exchange":
+                bound.setdefault((route.source, route.exchange), []).append(
+                    (route.key or "", {}, ("route", route))
+                )
+        subscribing = [f for f in self.federations.values() if BEHAVIOURS[federation_type(f)].subscribes]
+        mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]] = {}
+        for _ in range(len(subscribing) + 1):  # bindings climb one level per round
+            for federation in subscribing:
+                distinct = {}
+                for key, arguments, _target in self._with_mirrors(
+                    bound, mirrored, federation.child, federation
+                ):
+                    distinct[(key, freeze(arguments))] = (key, arguments)
+                mirrored[federation] = list(distinct.values())
+        for federation, keys in mirrored.items():
+            place = (federation.parent, federation.exchange)
+            bound.setdefault(place, []).extend((key, args, ("mirror", federation)) for key, args in keys)
+        return bound
+
+    def _with_mirrors(
+        self,
+        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]],
+        mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]],
+        node: str,
+        federation: Federation,
+    ) -> Iterator[tuple[str, dict[str, Any], Hashable]]:
+        yield from bound.get((node, federation.exchange), [])
+        for child, keys in mirrored.items():
+            if child.parent == node and child.exchange == federation.exchange:
+                yield from ((key, args, ("mirror", child)) for key, args in keys)
+
+    def _exchange(self, node: str, name: str) -> Exchange | None:
+        return self.topology.exchange(node, name)
+
+    # -- dynamic routing's interest, propagated until nothing changes --------------------------
+
+    def _converge(self, exchange: str) -> None:
+        tags = dynamic_tags(self.topology, exchange)
+        self.tags[exchange] = tags
+        routes = [r for r in self.routes if r.kind == "dynamic" and r.exchange == exchange]
+        for node in {n for r in routes for n in (r.source, r.destination)}:
+            table = InterestTable(tags[node], self._exchange(node, exchange).type)  # type: ignore[union-attr]
+            for key, arguments, _target in self.bound.get((node, exchange), []):
+                table.bind_local(key, arguments)
+            self.tables[(node, exchange)] = table
+        sent: dict[Route, object] = {}
+        for _ in range(4 * len(self.topology.nodes) + 4):
+            changed = False
+            for route in routes:
+                adverts = self.tables[(route.destination, exchange)].adverts_for(route.source, route.excludes)
+                if sent.get(route) != adverts:
+                    sent[route] = adverts
+                    self.tables[(route.source, exchange)].replace_from(tags[route.destination], adverts)
+                    changed = True
+            if not changed:
+                break
+        holders = {route.destination for route in routes}
+        for node in {route.source for route in routes} - holders:
+            if not self.tables[(node, exchange)].next_hops():  # detached: serves nobody
+                del self.tables[(node, exchange)]
+
+    def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
+        """The node behind the bridge queue `tag` on `node` (it pulls from `node`)."""
+        tags = self.tags[exchange]
+        for route in self.routes:
+            if route.kind == "dynamic" and route.exchange == exchange and route.source == node:
+                if tags[route.destination] == tag:
+                    return route.destination
+        return None
+
+    # -- one publish --------------------------------------------------------------------------
+
+    def publish(self, publisher: Publisher) -> FlowResult:
+        result = FlowResult()
+        pending = [Copy(publisher.node, publisher.exchange, publisher.key)]
+        made = 1
+        while pending:
+            copy = pending.pop(0)
+            if copy.hops > MAX_HOPS or made > MAX_COPIES:
+                result.cut += 1
+                continue
+            onward = self._arrive(copy, result)
+            made += len(onward)
+            pending.extend(onward)
+        result.queues = +result.queues
+        return result
+
+    def _arrive(self, copy: Copy, result: FlowResult) -> list[Copy]:
+        """Route `copy` on its node: deliver to local queues, return the copies sent on."""
+        exchange = self._exchange(copy.node, copy.exchange)
+        if exchange is None:
+            return []
+        found = self._match(copy, exchange)
+        onward: list[Copy] = []
+        table = self.tables.get((copy.node, copy.exchange))
+        federation = self.federations.get((copy.node, copy.exchange))
+        if table is not None:
+            if table.node in copy.trace:
+                result.looped += 1
+                return []
+            onward += self._forward_dynamic(copy, table)
+            if not table.delivers_locally(copy.destinations):
+                found = []
+        elif federation is not None and not copy.from_parent:
+            behaviour = BEHAVIOURS[federation_type(federation)]
+            if behaviour.forwards == "all" or (behaviour.forwards == "unrouted" and not found):
+                onward.append(_moved(copy, federation.parent, copy.exchange, copy.key))
+                if not behaviour.routes_locally:
+                    found = []
+        self._record(copy, exchange, found, result)
+        for target in found:
+            onward += self._deliver(copy, target, result)
+        return onward
+
+    def _match(self, copy: Copy, exchange: Exchange) -> list[Hashable]:
+        if exchange.name == "":
+            return [("queue", copy.key)] if self.topology.queue(copy.node, copy.key) else []
+        matcher = matcher_for(exchange.type)
+        for key, arguments, target in self.bound.get((copy.node, copy.exchange), []):
+            try:
+                matcher.bind(key, arguments, target)
+            except ValueError:  # a headers binding the broker refuses
+                continue
+        return sorted(matcher.match(copy.key, {}), key=repr)
+
+    def _record(self, copy: Copy, exchange: Exchange, found: list[Hashable], result: FlowResult) -> None:
+        """The file's bindings that took the message (their queue got it through them)."""
+        queues = {what for kind, what in found if kind == "queue"}  # type: ignore[misc]
+        for binding in self.topology.bindings:
+            if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
+                continue
+            matcher = matcher_for(exchange.type)
+            try:
+                matcher.bind(binding.key, binding.arguments, binding.queue)
+            except ValueError:
+                continue
+            if matcher.match(copy.key, {}):
+                result.bindings.add(binding)
+
+    def _forward_dynamic(self, copy: Copy, table: InterestTable) -> list[Copy]:
+        onward = []
+        for tag, origins in sorted(table.forward(copy.key, {}, copy.destinations).items()):
+            node = self._downstream(copy.node, copy.exchange, tag)
+            if node is not None:
+                moved = _moved(copy, node, copy.exchange, copy.key)
+                onward.append(replace(moved, destinations=origins, trace=(*copy.trace, table.node)))
+        return onward
+
+    def _deliver(self, copy: Copy, target: Hashable, result: FlowResult) -> list[Copy]:
+        kind, what = target  # type: ignore[misc]
+        if kind == "route":
+            return [_moved(copy, what.destination, what.exchange, copy.key)]
+        if kind == "mirror":
+            return [replace(_moved(copy, what.child, copy.exchange, copy.key), from_parent=True)]
+        consumer = self.consumers.get((copy.node, what))
+        if consumer is not None:
+            return [_moved(copy, consumer.destination, consumer.exchange, copy.key)]
+        result.queues[(copy.node, what)] += 1
+        return []
+
+
+def _moved(copy: Copy, node: str, exchange: str, key: str) -> Copy:
+    """`copy` published on `exchange` of `node` by a route or peering: the stamp travels along."""
+    return Copy(node, exchange, key, copy.destinations, copy.trace, False, copy.hops + 1)
