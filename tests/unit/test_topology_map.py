@@ -10,6 +10,7 @@ import pytest
 
 from federation.cli.route_cli import NodeView
 from tests.unit.test_route_cli import SEED_ROUTE_MAP, FakeNetwork
+from topology.loader import load_topology_text
 from topology.model import Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology
 from topology.routemap import compare_views, expected_views, federation_type, offline_map
 
@@ -442,3 +443,57 @@ def test_a_node_missing_from_the_live_views_counts_as_not_read() -> None:
     lines, drift = compare_views(SEED, expected, live)
     assert "localhost:10002... Failed: not read" in lines
     assert lines[-1] == "Drift: 1 node not read." and drift == 1
+
+
+# -- from a file ----------------------------------------------------------------------------
+
+WALKTHROUGH_TOML = """
+[defaults.node]
+host = "localhost"
+[defaults.route]
+durable = false
+[nodes.b1]
+port = 10001
+[nodes.b2]
+port = 10002
+[nodes.b3]
+port = 10003
+[nodes.b4]
+port = 10004
+[[exchanges]]
+name = "fed.topic"
+type = "topic"
+nodes = ["b3", "b4"]
+[[queues]]
+name = "public"
+nodes = ["b2"]
+[[routes]]
+kind = "dynamic"
+to = "b3"
+from = "b4"
+exchange = "fed.topic"
+[[routes]]
+kind = "dynamic"
+to = "b4"
+from = "b3"
+exchange = "fed.topic"
+[[routes]]
+kind = "exchange"
+to = "b1"
+from = "b2"
+exchange = "amq.topic"
+key = "global.#"
+[[routes]]
+kind = "queue"
+to = "b1"
+from = "b2"
+exchange = "amq.fanout"
+queue = "public"
+"""
+
+
+def test_the_walkthrough_as_a_file_maps_as_the_seed_shows() -> None:
+    topology = load_topology_text(WALKTHROUGH_TOML, "walkthrough.toml")
+    assert text(offline_map(topology, "b3")) == SEED_ROUTE_MAP
+    assert text(offline_map(topology)) == SEED_MAP_FROM_10001
+    assert expected_views(topology)["b1"].links[0]["durable"] is False  # made by a transient route
