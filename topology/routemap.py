@@ -30,8 +30,8 @@ from federation.address import BrokerAddress
 from federation.cli import formatting
 from federation.cli.route_cli import MapWalk, NodeView
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
-from gateway.federation_config import ALIASES
-from topology.model import VHOST, Federation, Link, Node, Route, Topology
+from gateway.federation_config import ALIASES, DEFAULT_LOGIN
+from topology.model import GUEST, VHOST, Federation, Link, Node, Route, Topology
 
 #: The state of a link or peering that is up.
 OPERATIONAL = "Operational"
@@ -139,14 +139,17 @@ def federation_type(topology: Topology, federation: Federation) -> str:
 def federation_record(topology: Topology, federation: Federation) -> Record:
     """A federations.list record as the child lists it (federation.attachment.Attachment.record):
     stored (durable, as the file's links and routes are by default), logging in to the parent
-    with the parent's credentials, the peering Operational and its outbox empty."""
+    with the credentials the file names for it, else with the child's attach login (the
+    default one: `amq-gateway up` starts nodes without a [federation] section), the peering
+    Operational and its outbox empty."""
     parent = topology.nodes[federation.parent]
+    login = parent.credentials.username if parent.credentials != GUEST else DEFAULT_LOGIN
     return {
         "exchange": federation.exchange,
         "vhost": VHOST,
         "type": federation_type(topology, federation),
         "parent": f"{parent.host}:{parent.port}",
-        "login": parent.credentials.username,
+        "login": login,
         "durable": True,
         "source": "runtime",
         "state": OPERATIONAL,

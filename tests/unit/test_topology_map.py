@@ -298,7 +298,7 @@ def test_tree_expected_records_push_routes_tags_and_federations() -> None:
         ("orders", "service", "localhost:5701"),
     ]
     federation = views["hub-eu"].federations[0]
-    assert federation["login"] == "guest" and federation["durable"] and federation["state"] == "Operational"
+    assert federation["login"] == "peering" and federation["durable"] and federation["state"] == "Operational"
     assert federation["outbox"] == {"messages": 0, "limit": 100000, "policy": "block", "dropped": 0}
 
 
@@ -324,7 +324,7 @@ def test_expected_views_leave_out_what_a_node_would_refuse() -> None:
     assert views["b"] == NodeView([], [], [])
 
 
-def test_the_holders_credentials_do_not_change_records_but_the_parents_login_does() -> None:
+def test_a_federation_logs_in_with_the_credentials_the_file_names_for_its_parent() -> None:
     admin = Credentials("admin", "admin", "secret")
     nodes = {**local_nodes(("a", 1)), "b": Node("b", "localhost", 2, credentials=admin)}
     topology = Topology("t", "t.toml", nodes=nodes, federations=(Federation("a", "b", "amq.data", "fanout"),))
