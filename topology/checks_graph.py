@@ -1,0 +1,346 @@
+"""The planner's graph checks: loops and multiple paths, reachability, resilience.
+
+Loops and duplicate paths are judged as the nodes behave (topology.flow has the details):
+dynamic routes are loop-free and deliver once per node by path-vector routing
+(federation/interest.py), so their rings and alternative paths are safe and reported as info.
+Static exchange routes, queue routes and federations have no hop limit and no duplicate
+detection: a cycle of them, or two of their paths to one node, is the real risk. A copy coming
+back to a node from its own parent is the one exception (a child never forwards back up what
+its parent sent). A cycle or a second path is only reported if some routing key can take it
+(`witness_key`); the proposal names the declaration whose removal (or replacement by a dynamic
+route) makes it safe.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
+
+import networkx as nx
+
+from gateway.routing import matcher_for
+from topology.flow import trace_flow
+from topology.graph import (
+    MAX_ENUMERATED,
+    Declaration,
+    chosen_dynamic_path,
+    connection_graph,
+    describe,
+    dynamic_paths,
+    flow_exchanges,
+    flow_graph,
+)
+from topology.model import Finding, Route, Topology
+
+Edge = dict[str, Any]
+#: Longest routing key `witness_key` tries, in words.
+WITNESS_WORDS = 4
+
+
+def arrow(path: list[str]) -> str:
+    return " -> ".join(path)
+
+
+def _order(topology: Topology, decl: Declaration) -> int:
+    for index, item in enumerate((*topology.links, *topology.routes, *topology.federations)):
+        if item is decl:
+            return index
+    return -1
+
+
+# -- which keys a hop lets through ------------------------------------------------------------------
+
+
+def _patterns(topology: Topology, edge: Edge) -> list[str] | None:
+    """The binding keys a message must match (any of them) to take `edge`; None: any key."""
+    decl = edge["decl"]
+    if edge["kind"] == "exchange":
+        return [decl.key or ""]
+    if edge["kind"] == "queue":
+        return [b.key for b in topology.bindings if (b.node, b.queue) == (decl.source, decl.queue)]
+    return None
+
+
+def _exchange_type(topology: Topology, exchange: str) -> str:
+    for node in topology.nodes:
+        found = topology.exchange(node, exchange)
+        if found is not None:
+            return found.type
+    return "topic"
+
+
+def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | None:
+    """A routing key every edge lets through (the words of their keys, and 'x', tried in
+    every combination up to WITNESS_WORDS words); None if there is none."""
+    alternatives = [p for p in (_patterns(topology, edge) for edge in edges) if p is not None]
+    kind_name = _exchange_type(topology, exchange)
+    if kind_name in ("fanout", "headers") or not alternatives:
+        return ""
+    matchers = []
+    for keys in alternatives:
+        matcher = matcher_for(kind_name)
+        for key in keys:
+            matcher.bind(key, {}, "hit")
+        matchers.append(matcher)
+    words = sorted(
+        {w for keys in alternatives for key in keys for w in key.split(".") if w not in "*#"} | {"x"}
+    )
+    candidates = [key for keys in alternatives for key in keys]
+    for length in range(WITNESS_WORDS + 1):
+        candidates += [".".join(combo) for combo in itertools.product(words, repeat=length)]
+        if len(candidates) > 20_000:
+            break
+    return next((key for key in candidates if all(m.match(key, {}) for m in matchers)), None)
+
+
+# -- loops -----------------------------------------------------------------------------------------
+
+
+def _cycles(graph: nx.MultiDiGraph) -> Iterator[tuple[list[str], list[list[Edge]]]]:
+    simple = nx.DiGraph(graph)
+    for cycle in islice(nx.simple_cycles(simple, length_bound=len(simple)), MAX_ENUMERATED):
+        if len(cycle) > 1:
+            pairs = zip(cycle, cycle[1:] + cycle[:1], strict=True)
+            yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
+
+
+def _static(hop: list[Edge]) -> list[Edge]:
+    return [edge for edge in hop if edge["kind"] != "dynamic"]
+
+
+def _bounce(hops: list[list[Edge]]) -> bool:
+    """Up to a parent and back down the same federation: never forwarded up again."""
+    return len(hops) == 2 and len({id(edge["decl"]) for hop in hops for edge in hop}) == 1
+
+
+def _proposal(decl: Declaration) -> str:
+    if isinstance(decl, Route) and decl.kind == "exchange":
+        return f"delete the {describe(decl)} or make it a dynamic route (they never loop)"
+    return f"delete the {describe(decl)}"
+
+
+def _breakers(topology: Topology, unsafe: list[list[list[Edge]]]) -> list[Declaration]:
+    """Static declarations whose removal breaks every unsafe cycle: greedily the one on most
+    cycles (ties: the one declared last, which closed the loop)."""
+    chosen: list[Declaration] = []
+    left = list(unsafe)
+    while left:
+        counts = Counter(id(e["decl"]) for hops in left for hop in hops for e in _static(hop))
+        decls = {id(e["decl"]): e["decl"] for hops in left for hop in hops for e in _static(hop)}
+        best = max(decls.values(), key=lambda d: (counts[id(d)], _order(topology, d)))
+        chosen.append(best)
+        left = [hops for hops in left if not any(e["decl"] is best for hop in hops for e in hop)]
+    return chosen
+
+
+def check_loops(topology: Topology) -> Iterator[Finding]:
+    for exchange in flow_exchanges(topology):
+        unsafe, dynamic_seen = [], set()
+        for cycle, hops in _cycles(flow_graph(topology, exchange)):
+            if not any(_static(hop) for hop in hops):
+                if len(cycle) > 2 and frozenset(cycle) not in dynamic_seen:
+                    dynamic_seen.add(frozenset(cycle))
+                    yield _dynamic_loop(topology, exchange, cycle, hops)
+            elif not _bounce(hops):
+                key = witness_key(
+                    topology, exchange, [min(hop, key=lambda e: e["kind"] == "dynamic") for hop in hops]
+                )
+                if key is not None:
+                    unsafe.append((cycle, hops, key))
+        breakers = _breakers(topology, [hops for _, hops, _ in unsafe])
+        for cycle, hops, key in unsafe:
+            yield _static_loop(exchange, cycle, hops, key, breakers)
+
+
+def _dynamic_loop(topology: Topology, exchange: str, cycle: list[str], hops: list[list[Edge]]) -> Finding:
+    message = (
+        f"dynamic routes on '{exchange}' form the cycle {arrow([*cycle, cycle[0]])}: safe, a message "
+        "never comes back (its trace holds the nodes it passed) and interest never loops (adverts "
+        "carry their path), so no tag, exclude list or hop limit is needed"
+    )
+    return Finding("info", "dynamic-loop", message, hops[0][0]["decl"].where)
+
+
+def _static_loop(
+    exchange: str, cycle: list[str], hops: list[list[Edge]], key: str, breakers: list[Declaration]
+) -> Finding:
+    breaker = next(d for d in breakers if any(e["decl"] is d for hop in hops for e in hop))
+    ring = arrow([*cycle, cycle[0]])
+    if all(_static(hop) for hop in hops):
+        message = (
+            f"messages of '{exchange}' (e.g. key '{key}') go round {ring} forever: static routes and "
+            f"federations have no hop limit; break the cycle: {_proposal(breaker)}"
+        )
+        return Finding("error", "static-loop", message, breaker.where)
+    message = (
+        f"messages of '{exchange}' (e.g. key '{key}') can go round {ring}: the trace of dynamic routes "
+        "drops a copy that comes back to a dynamically routed node, but the static hops deliver copies "
+        f"again (duplicates); break the cycle: {_proposal(breaker)}"
+    )
+    return Finding("warning", "mixed-loop", message, breaker.where)
+
+
+# -- more than one path ------------------------------------------------------------------------------
+
+
+def _edge_paths(graph: nx.MultiDiGraph, start: str, end: str) -> list[list[Edge]]:
+    paths = islice(nx.all_simple_edge_paths(graph, start, end, cutoff=len(graph)), MAX_ENUMERATED)
+    return [[{**graph.edges[edge], "to": edge[1]} for edge in path] for path in paths]
+
+
+def _path_text(start: str, path: list[Edge]) -> str:
+    nodes = [start] + [e["to"] for e in path]
+    kinds = ", ".join(dict.fromkeys(e["kind"] for e in path))
+    return f"{arrow(nodes)} by {kinds}"
+
+
+def _delivering_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[Edge]]:
+    """The paths that each deliver a copy: every path with a static hop, and one dynamic path."""
+    graph = flow_graph(topology, exchange)
+    paths = [path for path in _edge_paths(graph, start, end) if any(e["kind"] != "dynamic" for e in path)]
+    chosen = chosen_dynamic_path(topology, exchange, start, end)
+    if chosen is not None:
+        pairs = zip(chosen, chosen[1:], strict=False)
+        dynamic = [
+            {**next(e for e in graph.get_edge_data(u, v).values() if e["kind"] == "dynamic"), "to": v}
+            for u, v in pairs
+        ]
+        paths.insert(0, dynamic)
+    return sorted(paths, key=lambda path: (len(path), any(e["kind"] != "dynamic" for e in path)))
+
+
+def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
+    for exchange in flow_exchanges(topology):
+        for start, end in itertools.permutations(topology.nodes, 2):
+            paths = _delivering_paths(topology, exchange, start, end)
+            kept, extra = (paths[0], paths[1:]) if paths else ([], [])
+            extra = [p for p in extra if witness_key(topology, exchange, kept + p) is not None]
+            if extra:
+                yield _multiple_paths(topology, exchange, start, end, kept, extra)
+
+
+def _multiple_paths(
+    topology: Topology, exchange: str, start: str, end: str, kept: list[Edge], extra: list[list[Edge]]
+) -> Finding:
+    key = witness_key(topology, exchange, kept + extra[0])
+    drop = [next(e["decl"] for e in path if e["kind"] != "dynamic" and e not in kept) for path in extra]
+    drop = list({id(d): d for d in drop}.values())
+    routes = "; ".join(_path_text(start, path) for path in [kept, *extra])
+    message = (
+        f"a message of '{exchange}' published on {start} (e.g. key '{key}') reaches {end} over "
+        f"{len(extra) + 1} paths ({routes}), so {end} gets it {len(extra) + 1} times; keep the first: "
+        + "; ".join(_proposal(decl) for decl in drop)
+    )
+    return Finding("warning", "multiple-paths", message, drop[0].where)
+
+
+def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
+    for exchange in flow_exchanges(topology):
+        pairs = [
+            (a, b)
+            for a, b in itertools.combinations(topology.nodes, 2)
+            if len(dynamic_paths(topology, exchange, a, b)) > 1
+            or len(dynamic_paths(topology, exchange, b, a)) > 1
+        ]
+        if pairs:
+            where = next(r.where for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange)
+            message = (
+                f"dynamic routes on '{exchange}' give {len(pairs)} pair(s) of nodes more than one path "
+                f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}): safe, each node forwards along one best "
+                "path per destination (federation/interest.py), so every node gets each message once"
+            )
+            yield Finding("info", "dynamic-paths", message, where)
+
+
+# -- reachability ------------------------------------------------------------------------------------
+
+
+def check_unreached_bindings(topology: Topology) -> Iterator[Finding]:
+    if not topology.publishers:
+        if topology.bindings:
+            message = f"no publishers declared: whether the {len(topology.bindings)} binding(s) get messages is not checked"
+            yield Finding("info", "no-publishers", message, "")
+        return
+    reached = set()
+    for publisher in topology.publishers:
+        reached |= trace_flow(topology, publisher).bindings
+    for binding in topology.bindings:
+        if binding not in reached and binding.node in topology.nodes:
+            message = (
+                f"no publisher's messages reach queue '{binding.queue}' on {binding.node} through its "
+                f"binding to '{binding.exchange}' (key '{binding.key}')"
+            )
+            yield Finding("warning", "unreached-binding", message, binding.where)
+
+
+def check_unrouted_publishers(topology: Topology) -> Iterator[Finding]:
+    for publisher in topology.publishers:
+        if publisher.node in topology.nodes and not trace_flow(topology, publisher).queues:
+            message = (
+                f"messages published on {publisher.node} to '{publisher.exchange}' with key "
+                f"'{publisher.key}' reach no queue"
+            )
+            yield Finding("warning", "unrouted-publisher", message, publisher.where)
+
+
+def _group(nodes: Any) -> str:
+    return "[" + ", ".join(sorted(nodes)) + "]"
+
+
+def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
+    order = list(topology.nodes)
+    components = sorted(
+        nx.connected_components(connection_graph(topology)), key=lambda c: (-len(c), min(map(order.index, c)))
+    )
+    for component in components[1:]:
+        names = sorted(component, key=order.index)
+        what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {', '.join(names)} are"
+        message = (
+            f"{what} cut off from the rest {_group(components[0])}: "
+            "no link, route or federation connects them to it"
+        )
+        yield Finding("warning", "cut-off", message, topology.nodes[names[0]].where)
+
+
+# -- resilience ----------------------------------------------------------------------------------------
+
+
+def check_articulation_points(topology: Topology) -> Iterator[Finding]:
+    graph = connection_graph(topology)
+    for node in sorted(nx.articulation_points(graph), key=list(topology.nodes).index):
+        rest = graph.subgraph(nx.node_connected_component(graph, node) - {node})
+        parts = sorted((_group(c) for c in nx.connected_components(rest)), key=lambda text: (len(text), text))
+        message = f"node '{node}' is a single point of failure: without it, {' | '.join(parts)} cannot reach each other"
+        yield Finding("warning", "single-point-of-failure", message, topology.nodes[node].where)
+
+
+def check_bridges(topology: Topology) -> Iterator[Finding]:
+    graph = connection_graph(topology)
+    for u, v in nx.bridges(graph):
+        decls = graph.edges[u, v]["decls"]
+        rest = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
+        rest.remove_edge(u, v)
+        parts = sorted((_group(c) for c in nx.connected_components(rest)), key=lambda text: (len(text), text))
+        message = (
+            f"the connection {u} - {v} ({', '.join(describe(d) for d in decls)}) is a single point of "
+            f"failure: without it, {' | '.join(parts)} cannot reach each other"
+        )
+        yield Finding("warning", "bridge", message, decls[0].where)
+
+
+def check_diameter(topology: Topology) -> Iterator[Finding]:
+    for exchange in flow_exchanges(topology):
+        graph = nx.DiGraph(flow_graph(topology, exchange))
+        graph.remove_edges_from(nx.selfloop_edges(graph))
+        longest: list[str] = []
+        for _start, paths in nx.all_pairs_shortest_path(graph):
+            for path in paths.values():
+                if len(path) > len(longest):
+                    longest = path
+        if len(longest) > 1:
+            where = next(d.where for d in (*topology.routes, *topology.federations) if d.exchange == exchange)
+            message = f"exchange '{exchange}': a message crosses at most {len(longest) - 1} hop(s) ({arrow(longest)})"
+            yield Finding("info", "diameter", message, where)
