@@ -23,7 +23,8 @@ themselves; `tag` is the node's federation tag (its name unless the file sets on
 service for a direct exchange). Credentials appear by name only, never a password.
 
 `render_dot` draws the topology for Graphviz: nodes grouped into one box per region; links as
-grey dashed arrows from the node that opens them to its peer; routes as arrows from source to
+grey dashed arrows from the node that opens them to its peer (two nodes linked both ways, one
+double-headed arrow); routes as arrows from source to
 destination coloured by kind (dynamic blue, exchange green, queue orange) and labelled with the
 exchange and key (or queue), a reciprocal pair of dynamic routes as one double-headed arrow;
 federations as bold arrows from child to parent coloured by type; and a legend of what the
@@ -285,19 +286,23 @@ def _draw_edges(dot: graphviz.Digraph, topology: Topology) -> dict[str, list[str
     """Links, routes and federations; what kinds of each were drawn, for the legend."""
     used: dict[str, list[str]] = {"link": [], "route": [], "federation": []}
     known = topology.nodes
-    for link in topology.effective_links():
-        if link.opener in known and link.peer in known:
-            # Links do not pull the layout about: the routes and federations riding them do.
-            dot.edge(
-                link.opener,
-                link.peer,
-                color=LINK_COLOUR,
-                style="dashed",
-                arrowhead="empty",
-                arrowsize="0.7",
-                constraint="false",
-            )
-            used["link"][:1] = ["link"]
+    pairs = [(link.opener, link.peer) for link in topology.effective_links()]
+    for opener, peer in pairs:
+        if opener not in known or peer not in known or ((peer, opener) in pairs and peer < opener):
+            continue  # a pair of links both ways is drawn once, from the first name
+        # Links do not pull the layout about: the routes and federations riding them do.
+        dot.edge(
+            opener,
+            peer,
+            color=LINK_COLOUR,
+            style="dashed",
+            arrowhead="empty",
+            arrowtail="empty",
+            arrowsize="0.7",
+            constraint="false",
+            dir="both" if (peer, opener) in pairs else "forward",
+        )
+        used["link"][:1] = ["link"]
     drawn: set[int] = set()
     routes = [route for route in topology.routes if route.source in known and route.destination in known]
     for index, route in enumerate(routes):

@@ -203,7 +203,10 @@ def test_dot_groups_nodes_into_one_cluster_per_region() -> None:
 def test_dot_edges_are_coloured_by_kind_and_labelled() -> None:
     dot = render_dot(REGIONS)
     link = edge(dot, "edge-eu-2", "hub-eu", LINK_COLOUR)
-    assert "style=dashed" in link
+    assert "style=dashed" in link and "dir=forward" in link
+    # Links both ways between two nodes are one double-headed arrow.
+    assert "dir=both" in edge(dot, "hub-eu", "hub-us", LINK_COLOUR)
+    assert '"hub-us" -> "hub-eu" [arrowhead=empty' not in dot
     # A reciprocal pair of dynamic routes is one double-headed arrow.
     dynamic = edge(dot, "hub-eu", "hub-us", ROUTE_COLOURS["dynamic"])
     assert 'label="fed.topic"' in dynamic and "dir=both" in dynamic
