@@ -26,6 +26,7 @@ from topology.flow import trace_flow
 from topology.graph import (
     MAX_ENUMERATED,
     Declaration,
+    bindings_on,
     chosen_dynamic_path,
     connection_graph,
     describe,
@@ -56,12 +57,18 @@ def _order(topology: Topology, decl: Declaration) -> int:
 
 def _patterns(topology: Topology, edge: Edge) -> list[str] | None:
     """The binding keys a message must match (any of them) to take `edge`; None: any key."""
+    if edge["kind"] == "bound":
+        return edge["keys"]
     decl = edge["decl"]
     if edge["kind"] == "exchange":
         return [decl.key or ""]
     if edge["kind"] == "queue":
         return [b.key for b in topology.bindings if (b.node, b.queue) == (decl.source, decl.queue)]
     return None
+
+
+def _example(key: str) -> str:
+    return f"e.g. key '{key}'" if key else "any key"
 
 
 def _exchange_type(topology: Topology, exchange: str) -> str:
@@ -99,9 +106,15 @@ def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | N
 # -- loops -----------------------------------------------------------------------------------------
 
 
-def _cycles(graph: nx.MultiDiGraph) -> Iterator[tuple[list[str], list[list[Edge]]]]:
+def _cycles(topology: Topology, graph: nx.MultiDiGraph) -> Iterator[tuple[list[str], list[list[Edge]]]]:
+    """Simple cycles (bounded), each starting at its node declared first, in a stable order."""
+    order = list(topology.nodes)
     simple = nx.DiGraph(graph)
+    cycles = []
     for cycle in islice(nx.simple_cycles(simple, length_bound=len(simple)), MAX_ENUMERATED):
+        first = min(range(len(cycle)), key=lambda i: order.index(cycle[i]))
+        cycles.append(cycle[first:] + cycle[:first])
+    for cycle in sorted(cycles, key=lambda c: (len(c), [order.index(n) for n in c])):
         if len(cycle) > 1:
             pairs = zip(cycle, cycle[1:] + cycle[:1], strict=True)
             yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
@@ -139,7 +152,7 @@ def _breakers(topology: Topology, unsafe: list[list[list[Edge]]]) -> list[Declar
 def check_loops(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
         unsafe, dynamic_seen = [], set()
-        for cycle, hops in _cycles(flow_graph(topology, exchange)):
+        for cycle, hops in _cycles(topology, flow_graph(topology, exchange)):
             if not any(_static(hop) for hop in hops):
                 if len(cycle) > 2 and frozenset(cycle) not in dynamic_seen:
                     dynamic_seen.add(frozenset(cycle))
@@ -171,12 +184,12 @@ def _static_loop(
     ring = arrow([*cycle, cycle[0]])
     if all(_static(hop) for hop in hops):
         message = (
-            f"messages of '{exchange}' (e.g. key '{key}') go round {ring} forever: static routes and "
+            f"messages of '{exchange}' ({_example(key)}) go round {ring} forever: static routes and "
             f"federations have no hop limit; break the cycle: {_proposal(breaker)}"
         )
         return Finding("error", "static-loop", message, breaker.where)
     message = (
-        f"messages of '{exchange}' (e.g. key '{key}') can go round {ring}: the trace of dynamic routes "
+        f"messages of '{exchange}' ({_example(key)}) can go round {ring}: the trace of dynamic routes "
         "drops a copy that comes back to a dynamically routed node, but the static hops deliver copies "
         f"again (duplicates); break the cycle: {_proposal(breaker)}"
     )
@@ -217,20 +230,24 @@ def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
         for start, end in itertools.permutations(topology.nodes, 2):
             paths = _delivering_paths(topology, exchange, start, end)
             kept, extra = (paths[0], paths[1:]) if paths else ([], [])
-            extra = [p for p in extra if witness_key(topology, exchange, kept + p) is not None]
+            bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
+            if not bound["keys"]:
+                continue  # no queue of its own to get copies twice (further nodes are checked)
+            extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
             if extra:
-                yield _multiple_paths(topology, exchange, start, end, kept, extra)
+                yield _multiple_paths(topology, exchange, start, end, [*kept, bound], extra)
 
 
 def _multiple_paths(
     topology: Topology, exchange: str, start: str, end: str, kept: list[Edge], extra: list[list[Edge]]
 ) -> Finding:
-    key = witness_key(topology, exchange, kept + extra[0])
+    key = witness_key(topology, exchange, kept + extra[0]) or ""
+    kept = kept[:-1]
     drop = [next(e["decl"] for e in path if e["kind"] != "dynamic" and e not in kept) for path in extra]
     drop = list({id(d): d for d in drop}.values())
     routes = "; ".join(_path_text(start, path) for path in [kept, *extra])
     message = (
-        f"a message of '{exchange}' published on {start} (e.g. key '{key}') reaches {end} over "
+        f"a message of '{exchange}' published on {start} ({_example(key)}) reaches {end} over "
         f"{len(extra) + 1} paths ({routes}), so {end} gets it {len(extra) + 1} times; keep the first: "
         + "; ".join(_proposal(decl) for decl in drop)
     )
