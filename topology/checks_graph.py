@@ -317,7 +317,7 @@ def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
         what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {', '.join(names)} are"
         message = (
             f"{what} cut off from the rest {_group(components[0])}: "
-            "no link, route or federation connects them to it"
+            "no link, route or federation joins the two"
         )
         yield Finding("warning", "cut-off", message, topology.nodes[names[0]].where)
 

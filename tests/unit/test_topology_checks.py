@@ -590,7 +590,7 @@ CASES: dict[str, tuple[Check, Topology, list[tuple[str, str, str, str]], Topolog
             (
                 W,
                 "cut-off",
-                "node 'd' is cut off from the rest [a, b, c]: no link, route or federation connects them to it",
+                "node 'd' is cut off from the rest [a, b, c]: no link, route or federation joins the two",
                 "t.toml:4: nodes.d",
             )
         ],
@@ -704,3 +704,15 @@ def test_the_demo_topologies_check_without_errors_or_loops(name: str) -> None:
         "multiple-paths",
         "unreached-binding",
     }
+
+
+def test_docs_list_every_code_and_their_examples_are_exact() -> None:
+    text = (ROOT / "docs" / "topology-checks.md").read_text()
+    findings = [f for check, failing, _, _ in CASES.values() for f in check(failing)]
+    produced, codes = {str(f) for f in findings}, {f.code for f in findings}
+    headed = {code for line in text.splitlines() if line.startswith("### ") for code in line.split("`")[1::2]}
+    assert codes == headed
+    examples = [
+        line for line in text.splitlines() if line.startswith(("t.toml:", "info [", "error [", "warning ["))
+    ]
+    assert examples and not set(examples) - produced
