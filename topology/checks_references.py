@@ -200,11 +200,13 @@ def check_self_links(topology: Topology) -> Iterator[Finding]:
 
 
 def check_durable_routes(topology: Topology) -> Iterator[Finding]:
+    links = {(link.opener, link.peer): link for link in topology.effective_links()}
     for route in topology.routes:
-        link = topology.link_between(route.holder, route.far_end)
+        link = links.get((route.holder, route.far_end))
         if route.durable and link is not None and not link.durable:
+            made_by = "" if link in topology.links else ", made by a non-durable route"
             message = (
-                f"durable {describe(route)} rides on the non-durable {describe(link)} ({link.where}): "
+                f"durable {describe(route)} rides on the non-durable {describe(link)} ({link.where}{made_by}): "
                 "the node refuses it; make the link durable or the route durable = false"
             )
             yield Finding("error", "transient-link", message, route.where)

@@ -304,6 +304,21 @@ CASES: dict[str, tuple[Check, Topology, list[tuple[str, str, str, str]], Topolog
         ],
         topo(links=(link("a", "b", 0, durable=False),), routes=(dyn("a", "b", 0, durable=False),)),
     ),
+    "transient-link (made by a route)": (
+        reference_checks.check_durable_routes,
+        topo(routes=(dyn("a", "b", 0, durable=False), exr("a", "b", 1))),
+        [
+            (
+                E,
+                "transient-link",
+                "durable exchange route a -> b on 'x' (key '#') rides on the non-durable link a -> b "
+                "(t.toml:60: routes[0], made by a non-durable route): the node refuses it; make the link "
+                "durable or the route durable = false",
+                "t.toml:61: routes[1]",
+            )
+        ],
+        topo(routes=(dyn("a", "b", 0), exr("a", "b", 1, durable=False))),
+    ),
     "dynamic-missing": (
         reference_checks.check_dynamic_exchanges,
         topo(exchanges=ONLY_A, routes=(dyn("a", "b", 0),)),
