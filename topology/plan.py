@@ -1,0 +1,736 @@
+"""The difference between a topology file and its live nodes, as a plan of management requests.
+
+`diff` compares, node by node, what the file declares with what `read_live` found, and turns
+every difference into a `Change` carrying the exact requests amq-config and amq-route would
+send for it (their own argument builders make them), or into a `Drift` that apply does not
+touch. It is pure: unit tests give it a LiveState built in code. `plan_topology` reads the
+nodes and diffs.
+
+What is compared, per node, and how an object is named on it:
+
+| kind | identity | compared |
+| --- | --- | --- |
+| exchange | name | type, durable, auto_delete, internal |
+| queue | name | durable, auto_delete |
+| binding | exchange, queue, key, arguments | (identity only) |
+| link | the peer's host:port (on the opener) | durable, transport |
+| route | far end, kind, exchange, key or queue (on the holder) | push, durable, ack, credit, tag, excludes |
+| federation | exchange, vhost "/" (on the child) | parent, type |
+
+Nothing here can be changed in place: AMQP redeclares refuse other flags, and links, routes and
+federations have no update operation. A difference is therefore a delete and a create, which
+loses what the object holds (messages, bindings, the routes on a link), so it is planned only
+with `prune`; without it, it is an error-level drift line and apply leaves the object alone.
+In short, **apply without --prune never deletes anything**.
+
+With `prune`, what the file does not declare is deleted, except what is not the topology's
+(`protected_*`): the default and `amq.*` exchanges (built in, system, or reserved), queues
+federation makes (`federation.*`: bridge queues, outboxes, durable route queues, peering
+queues on a parent), server-named and other `amq.*` queues, exclusive queues (they belong to the
+connection that declared them), the default exchange's bindings and bindings of protected
+queues, links, routes and federations to nodes that are not in the file, and federations the
+node's own configuration makes (source `config`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from federation.address import BrokerAddress
+from federation.cli import formatting
+from federation.cli.management_client import ClientFactory, ManagementClient
+from federation.cli.route_cli import (
+    Options,
+    Parent,
+    RouteSpec,
+    endpoint,
+    federation_arguments,
+    federation_identity,
+    link_arguments,
+    route_arguments,
+)
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
+from gateway.broker.names import RESERVED_PREFIX
+from gateway.federation_config import ALIASES
+from topology.live import LiveNode, LiveState, read_live
+from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Route, Topology
+
+Action = Literal["create", "change", "delete"]
+#: One management request: (method, arguments).
+Request = tuple[str, dict[str, Any]]
+
+#: Dependency order: creates run in this order, deletes in the reverse one.
+KINDS = ("exchange", "queue", "binding", "link", "route", "federation")
+#: The management methods' object names (`exchanges.add` is about an exchange).
+METHOD_KINDS = {
+    "exchanges": "exchange",
+    "queues": "queue",
+    "bindings": "binding",
+    "links": "link",
+    "routes": "route",
+    "federations": "federation",
+}
+SIGNS = {"create": "+", "change": "~", "delete": "-"}
+#: Queues federation declares for itself (bridge, outbox, durable route and peering queues).
+FEDERATION_QUEUE_PREFIX = "federation."
+#: Why a changed object is not changed in place.
+REPLACED = "delete and create: it cannot be changed in place"
+
+
+@dataclass
+class Change:
+    """One object to create, change (delete and create again) or delete on one node, and the
+    requests that do it, in order."""
+
+    action: Action
+    node: str
+    kind: str
+    name: str
+    #: create/delete: the object's attributes ("topic", "durable"); change: "attr: old -> new".
+    detail: list[str] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        sign = SIGNS[self.action]
+        if self.action == "change":
+            return [f"  {sign} {self.kind} {self.name} ({REPLACED})", *(f"      {d}" for d in self.detail)]
+        attributes = f" ({', '.join(self.detail)})" if self.detail else ""
+        return [f"  {sign} {self.kind} {self.name}{attributes}"]
+
+
+@dataclass
+class Drift:
+    """A difference apply leaves alone: an error (the node cannot be made to match without
+    --prune, or at all) or a warning (an object the file does not declare, kept)."""
+
+    severity: Literal["error", "warning"]
+    node: str
+    kind: str
+    name: str
+    message: str
+    detail: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        if self.severity == "warning":  # an extra object: its attributes, on its line
+            attributes = f" ({', '.join(self.detail)})" if self.detail else ""
+            return [f"  ? {self.kind} {self.name}{attributes}: {self.message}"]
+        return [f"  ! {self.kind} {self.name}: {self.message}", *(f"      {d}" for d in self.detail)]
+
+
+@dataclass
+class Plan:
+    """What apply would do to make the live nodes match `topology`."""
+
+    topology: Topology
+    prune: bool
+    changes: list[Change] = field(default_factory=list)
+    drift: list[Drift] = field(default_factory=list)
+    #: Nodes that could not be read, with why: nothing is planned for them.
+    unreachable: dict[str, str] = field(default_factory=dict)
+    #: Seconds apply waits for each connection and answer (0: no limit).
+    timeout: float = 10.0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every node was read (apply refuses an incomplete plan)."""
+        return not self.unreachable
+
+    @property
+    def errors(self) -> list[Drift]:
+        """Differences apply cannot make (without --prune, or at all)."""
+        return [drift for drift in self.drift if drift.severity == "error"]
+
+    @property
+    def kept(self) -> list[Drift]:
+        """Objects the file does not declare, kept because --prune was not given."""
+        return [drift for drift in self.drift if drift.severity == "warning"]
+
+    def count(self, action: Action) -> int:
+        return sum(change.action == action for change in self.changes)
+
+    def summary(self) -> str:
+        """The last line: the counts, or that nothing differs."""
+        if not self.changes and not self.drift and self.complete:
+            return f"No changes. The live nodes match {self.topology.path or self.topology.name}."
+        return (
+            f"Plan: {self.count('create')} to create, {self.count('change')} to change, "
+            f"{self.count('delete')} to delete."
+        )
+
+    def lines(self) -> list[str]:
+        """The plan as terraform prints one: per node (in the file's order) its changes in
+        dependency order, then what apply leaves alone, then a summary line."""
+        lines: list[str] = []
+        for name, node in self.topology.nodes.items():
+            where = f"Node {name} ({node.endpoint})"
+            if name in self.unreachable:
+                lines += [f"{where}: not read: {self.unreachable[name]}", ""]
+                continue
+            block = [line for change in self.changes if change.node == name for line in change.lines()]
+            block += [line for drift in self.drift if drift.node == name for line in drift.lines()]
+            if block:
+                lines += [f"{where}:", *block, ""]
+        if self.unreachable:
+            lines.append(
+                f"{len(self.unreachable)} node(s) could not be read: nothing is planned for them, and "
+                "apply refuses to run until every node answers."
+            )
+        if self.errors:
+            how = "without --prune, or at all" if not self.prune else "at all"
+            lines.append(f"{len(self.errors)} difference(s) (!) that apply cannot make {how}.")
+        if self.kept:
+            lines.append(
+                f"{len(self.kept)} object(s) (?) not in the file are kept: apply --prune deletes them."
+            )
+        return [*lines, self.summary()]
+
+
+# -- the diff -------------------------------------------------------------------------------
+
+
+def diff(topology: Topology, live: LiveState, prune: bool) -> Plan:
+    """The plan that makes the nodes `live` describes match `topology` (pure)."""
+    plan = Plan(topology, prune)
+    for name, node in topology.nodes.items():
+        state = live.nodes.get(name, "not read")
+        if isinstance(state, str):
+            plan.unreachable[name] = state
+            continue
+        _NodeDiff(topology, node, state, plan).run()
+    return plan
+
+
+async def plan_topology(
+    topology: Topology, prune: bool, timeout: float, connect: ClientFactory = ManagementClient.connect
+) -> Plan:
+    """Read every node (concurrently) and diff; apply_plan runs the result."""
+    plan = diff(topology, await read_live(topology, timeout, connect), prune)
+    plan.timeout = timeout
+    return plan
+
+
+def protected_exchange(name: str) -> bool:
+    """The default exchange and every `amq.*` one (built-in, system, or reserved to the broker)."""
+    return name == "" or name.startswith(RESERVED_PREFIX)
+
+
+def protected_queue(record: formatting.Record) -> bool:
+    """Queues that are not the topology's: federation's own, server-named (`amq.gen-*`) and
+    other `amq.*` ones, and exclusive ones (their connection's)."""
+    name = str(record.get("name", ""))
+    return (
+        name.startswith(FEDERATION_QUEUE_PREFIX)
+        or name.startswith(RESERVED_PREFIX)
+        or bool(record.get("exclusive"))
+    )
+
+
+def show(value: Any) -> str:
+    """An attribute value in old -> new lines: JSON (true, null, "text", ["a"])."""
+    return json.dumps(value, sort_keys=True)
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """`attr: old -> new` for every attribute that differs, in `new`'s order."""
+    return [
+        f"{name}: {show(old.get(name))} -> {show(value)}"
+        for name, value in new.items()
+        if old.get(name) != value
+    ]
+
+
+def options(
+    durable: bool,
+    *,
+    push: bool = False,
+    ack: int | None = None,
+    credit: int | None = None,
+    transport: str = "tcp",
+) -> Options:
+    """amq-route's options as its command line would give them for one object."""
+    return Options(
+        verbose=False,
+        quiet=False,
+        durable=durable,
+        del_empty_link=False,
+        src_local=push,
+        ack=ack,
+        credit=credit,
+        transport=transport,
+        timeout=0,
+    )
+
+
+def link_address(node: Node) -> BrokerAddress:
+    """A link's peer, with the login the file gives for that node (what links log in with)."""
+    return BrokerAddress(node.host, node.port, node.credentials.username, node.credentials.password)
+
+
+def federation_namespace(federation: Federation, parent: Node) -> argparse.Namespace:
+    """`amq-route federate add <child> <parent> <exchange> --type T` as parsed: the parent's
+    login is given only when the file names credentials for it (else the child uses its own
+    attach login, as amq-route without a login in the address)."""
+    login_given = parent.credentials != GUEST
+    return argparse.Namespace(
+        parent=Parent(link_address(parent), login_given),
+        exchange=federation.exchange,
+        vhost=VHOST,
+        type=federation.type,
+    )
+
+
+def binding_name(exchange: str, queue: str, key: str, arguments: dict[str, Any]) -> str:
+    name = f"{exchange or '(default)'} -> {queue} key {show(key)}"
+    return f"{name} arguments {show(arguments)}" if arguments else name
+
+
+def route_identity(record: formatting.Record) -> tuple[str, str, str, str | None, str | None]:
+    """(far end host:port, kind, exchange, key, queue): how a node tells its routes apart."""
+    kind = str(record.get("kind"))
+    return (
+        formatting.route_peer(record),
+        kind,
+        str(record.get("exchange")),
+        record.get("key") if kind == "exchange" else None,
+        record.get("queue") if kind == "queue" else None,
+    )
+
+
+class _NodeDiff:
+    """The diff of one node that could be read; adds to the plan."""
+
+    def __init__(self, topology: Topology, node: Node, live: LiveNode, plan: Plan) -> None:
+        self.topology = topology
+        self.node = node
+        self.live = live
+        self.plan = plan
+        self.prune = plan.prune
+        #: Objects deleted or replaced here: what hangs on them goes with them.
+        self.gone: dict[str, set[Any]] = {kind: set() for kind in KINDS}
+        #: The nodes of the file by where they listen: links, routes and federations to any
+        #: other address are not the topology's.
+        self.owned = {(n.host, n.port): n for n in topology.nodes.values()}
+        self.owned_endpoints = {endpoint(BrokerAddress(n.host, n.port)): n for n in topology.nodes.values()}
+
+    def run(self) -> None:
+        self.exchanges()
+        self.queues()
+        self.bindings()
+        self.links()
+        self.routes()
+        self.federations()
+
+    # -- plan entries -----------------------------------------------------------------------
+
+    def change(self, action: Action, kind: str, name: str, detail: list[str], *requests: Request) -> None:
+        self.plan.changes.append(Change(action, self.node.name, kind, name, detail, list(requests)))
+
+    def drift(
+        self, severity: Literal["error", "warning"], kind: str, name: str, message: str, detail: list[str]
+    ) -> None:
+        self.plan.drift.append(Drift(severity, self.node.name, kind, name, message, detail))
+
+    def replace(
+        self, kind: str, name: str, key: Any, detail: list[str], delete: Request, create: Request
+    ) -> None:
+        """A changed object: deleted and created again with --prune, else an error drift."""
+        if self.prune:
+            self.gone[kind].add(key)
+            self.change("change", kind, name, detail, delete, create)
+        else:
+            self.drift(
+                "error",
+                kind,
+                name,
+                "cannot be changed in place: apply --prune deletes and creates it",
+                detail,
+            )
+
+    def extra(self, kind: str, name: str, key: Any, detail: list[str], delete: Request) -> None:
+        """An object the file does not declare: deleted with --prune, else kept (a warning)."""
+        if self.prune:
+            self.gone[kind].add(key)
+            self.change("delete", kind, name, detail, delete)
+        else:
+            self.drift("warning", kind, name, "not in the file (kept: apply --prune deletes it)", detail)
+
+    def declared(self, items: Iterable[Any]) -> list[Any]:
+        return [item for item in items if getattr(item, "node", None) == self.node.name]
+
+    # -- exchanges, queues, bindings ----------------------------------------------------------
+
+    def exchanges(self) -> None:
+        live = {str(record["name"]): record for record in self.live.exchanges}
+        declared: list[Exchange] = self.declared(self.topology.exchanges)
+        for exchange in declared:
+            wanted = {
+                "type": exchange.type,
+                "durable": exchange.durable,
+                "auto_delete": exchange.auto_delete,
+                "internal": exchange.internal,
+            }
+            record = live.get(exchange.name)
+            if record is None and protected_exchange(exchange.name):
+                self.drift(
+                    "error", "exchange", exchange.name, "a built-in exchange the node does not have", []
+                )
+            elif record is None:
+                self.change(
+                    "create", "exchange", exchange.name, exchange_detail(wanted), exchange_add(exchange)
+                )
+            elif changed := differences(record, wanted):
+                if protected_exchange(exchange.name):
+                    self.drift(
+                        "error", "exchange", exchange.name, "a built-in exchange cannot be changed", changed
+                    )
+                else:
+                    delete = ("exchanges.delete", {"name": exchange.name})
+                    self.replace(
+                        "exchange", exchange.name, exchange.name, changed, delete, exchange_add(exchange)
+                    )
+        names = {exchange.name for exchange in declared}
+        for name, record in sorted(live.items()):
+            if name not in names and not protected_exchange(name):
+                detail = exchange_detail(record)
+                self.extra("exchange", name, name, detail, ("exchanges.delete", {"name": name}))
+
+    def queues(self) -> None:
+        live = {str(record["name"]): record for record in self.live.queues}
+        declared: list[Queue] = self.declared(self.topology.queues)
+        for queue in declared:
+            wanted = {"durable": queue.durable, "auto_delete": queue.auto_delete}
+            record = live.get(queue.name)
+            if record is None:
+                self.change("create", "queue", queue.name, queue_detail(wanted), queue_add(queue))
+            elif changed := differences(record, wanted):
+                self.replace(
+                    "queue", queue.name, queue.name, changed, queue_delete(queue.name), queue_add(queue)
+                )
+        names = {queue.name for queue in declared}
+        for name, record in sorted(live.items()):
+            if name not in names and not protected_queue(record):
+                self.extra("queue", name, name, queue_detail(record), queue_delete(name))
+
+    def bindings(self) -> None:
+        queues = {str(record["name"]): record for record in self.live.queues}
+        live: dict[tuple[str, str, str, str], formatting.Record] = {}
+        for record in self.live.bindings:
+            if record.get("destination_kind", "queue") == "queue":
+                key = (str(record["exchange"]), str(record["destination"]), str(record["routing_key"]))
+                live[(*key, show(record.get("arguments") or {}))] = record
+        declared: list[Binding] = self.declared(self.topology.bindings)
+        wanted: set[tuple[str, str, str, str]] = set()
+        for binding in declared:
+            key = (binding.exchange, binding.queue, binding.key, show(binding.arguments))
+            wanted.add(key)
+            recreated = binding.exchange in self.gone["exchange"] or binding.queue in self.gone["queue"]
+            if key not in live or recreated:
+                name = binding_name(binding.exchange, binding.queue, binding.key, binding.arguments)
+                self.change(
+                    "create",
+                    "binding",
+                    name,
+                    [],
+                    binding_request("bindings.add", *key[:3], binding.arguments),
+                )
+        for key, record in sorted(live.items()):
+            exchange, queue, routing_key, _ = key
+            queue_record = queues.get(queue, {"name": queue})
+            if key in wanted or exchange == "" or protected_queue(queue_record):
+                continue
+            arguments = dict(record.get("arguments") or {})
+            name = binding_name(exchange, queue, routing_key, arguments)
+            self.extra(
+                "binding",
+                name,
+                key,
+                [],
+                binding_request("bindings.delete", exchange, queue, routing_key, arguments),
+            )
+
+    # -- links, routes, federations -----------------------------------------------------------
+
+    def links(self) -> None:
+        live = {(record["host"], record["port"]): record for record in self.live.links}
+        wanted: set[tuple[str, int]] = set()
+        for link in self.topology.effective_links():
+            if link.opener != self.node.name:
+                continue
+            peer = self.topology.nodes.get(link.peer)
+            if peer is None:
+                self.drift("error", "link", f"to {link.peer}", "no node of that name in the file", [])
+                continue
+            address = (peer.host, peer.port)
+            wanted.add(address)
+            name = f"to {peer.name} {peer.endpoint}"
+            record = live.get(address)
+            add = (
+                "links.add",
+                link_arguments(link_address(peer), options(link.durable, transport=link.transport)),
+            )
+            if record is None:
+                self.change("create", "link", name, link_detail(link.durable, link.transport), add)
+            elif changed := differences(record, {"durable": link.durable, "transport": link.transport}):
+                delete = ("links.delete", {"host": peer.host, "port": peer.port})
+                self.replace("link", name, address, changed, delete, add)
+        for address, record in sorted(live.items(), key=lambda item: (str(item[0][0]), int(item[0][1]))):
+            peer = self.owned.get(address)
+            if address in wanted or peer is None:
+                continue
+            delete = ("links.delete", {"host": peer.host, "port": peer.port})
+            detail = link_detail(bool(record.get("durable")), str(record.get("transport")))
+            self.extra("link", f"to {peer.name} {peer.endpoint}", address, detail, delete)
+
+    def routes(self) -> None:
+        live = {route_identity(record): record for record in self.live.routes}
+        wanted: set[tuple[str, str, str, str | None, str | None]] = set()
+        for route in self.topology.routes:
+            if route.holder != self.node.name:
+                continue
+            far = self.topology.nodes.get(route.far_end)
+            if far is None:
+                self.drift(
+                    "error",
+                    "route",
+                    f"{route.kind} {route.exchange}",
+                    f"no node '{route.far_end}' in the file",
+                    [],
+                )
+                continue
+            identity = (
+                endpoint(BrokerAddress(far.host, far.port)),
+                route.kind,
+                route.exchange,
+                route.key if route.kind == "exchange" else None,
+                route.queue if route.kind == "queue" else None,
+            )
+            wanted.add(identity)
+            spec = RouteSpec(
+                route.kind,
+                route.exchange,
+                key=identity[3],
+                queue=identity[4],
+                tag=self.route_tag(route),
+                excludes=tuple(route.excludes),
+            )
+            add = (
+                "routes.add",
+                route_arguments(
+                    spec,
+                    BrokerAddress(far.host, far.port),
+                    options(route.durable, push=route.push, ack=route.ack, credit=route.credit),
+                ),
+            )
+            name = route_name(route.kind, route.exchange, identity[3], identity[4], route.push, far)
+            wanted_attributes = self.route_attributes(route, spec)
+            record = live.get(identity)
+            local = route.queue if route.kind == "queue" and route.push else route.exchange
+            local_kind = "queue" if route.kind == "queue" and route.push else "exchange"
+            if record is None or (far.host, far.port) in self.gone["link"]:
+                self.change("create", "route", name, route_detail(wanted_attributes), add)
+            elif changed := differences(record, wanted_attributes):
+                self.replace("route", name, identity, changed, route_delete(far, spec), add)
+            elif local in self.gone[local_kind]:
+                # Its exchange (or queue) is deleted and created again: so is the route, which
+                # was attached to the old one.
+                detail = [f"its {local_kind} {local} is deleted and created again"]
+                self.change("change", "route", name, detail, route_delete(far, spec), add)
+        for identity, record in sorted(live.items(), key=lambda item: tuple(str(part) for part in item[0])):
+            peer = self.owned_endpoints.get(identity[0])
+            if identity in wanted or peer is None:
+                continue
+            push = bool(record.get("src_local"))
+            spec = RouteSpec(identity[1], identity[2], key=identity[3], queue=identity[4])
+            name = route_name(identity[1], identity[2], identity[3], identity[4], push, peer)
+            detail = route_detail(
+                {key: record.get(key) for key in ("src_local", "durable", "ack", "credit", "tag", "excludes")}
+            )
+            self.extra("route", name, identity, detail, route_delete(peer, spec))
+
+    def route_tag(self, route: Route) -> str | None:
+        """The tag sent for a dynamic or exchange route: its own, else its holder's tag when the
+        file gives the node one (None: the node's default, its name)."""
+        if route.kind == "queue":
+            return None
+        return route.tag if route.tag is not None else (self.node.tag or None)
+
+    @staticmethod
+    def route_attributes(route: Route, spec: RouteSpec) -> dict[str, Any]:
+        """The compared attributes as routes.list shows them after routes.add (the node's
+        default ack and credit for none or 0)."""
+        return {
+            "src_local": route.push,
+            "durable": route.durable,
+            "ack": route.ack or DEFAULT_ACK,
+            "credit": route.credit or DEFAULT_CREDIT,
+            "tag": spec.tag,
+            "excludes": list(spec.excludes) if route.kind != "queue" else [],
+        }
+
+    def federations(self) -> None:
+        live = {
+            str(record["exchange"]): record
+            for record in self.live.federations
+            if record.get("vhost", VHOST) == VHOST
+        }
+        wanted: set[str] = set()
+        for federation in self.topology.federations:
+            if federation.child != self.node.name:
+                continue
+            parent = self.topology.nodes.get(federation.parent)
+            if parent is None:
+                self.drift(
+                    "error",
+                    "federation",
+                    federation.exchange,
+                    f"no node '{federation.parent}' in the file",
+                    [],
+                )
+                continue
+            wanted.add(federation.exchange)
+            name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
+            namespace = federation_namespace(federation, parent)
+            add = ("federations.add", federation_arguments(namespace, options(True)))
+            attributes = {"parent": f"{parent.host}:{parent.port}", "type": self.federation_type(federation)}
+            record = live.get(federation.exchange)
+            if record is None:
+                self.change("create", "federation", name, [attributes["type"], "durable"], add)
+            elif changed := differences(record, attributes):
+                if record.get("source") == "config":
+                    message = "federated by the node's configuration: change it there"
+                    self.drift("error", "federation", name, message, changed)
+                else:
+                    self.replace(
+                        "federation", name, federation.exchange, changed, federation_delete(record), add
+                    )
+        for exchange, record in sorted(live.items()):
+            parent_address = formatting.federation_parent(record)
+            peer = self.owned.get((parent_address.host, parent_address.port))
+            if exchange in wanted or peer is None or record.get("source") == "config":
+                continue
+            name = f"{exchange} => {peer.name} {peer.endpoint}"
+            self.extra("federation", name, exchange, [str(record.get("type"))], federation_delete(record))
+
+    def federation_type(self, federation: Federation) -> str:
+        """The type federations.list shows: the file's, `data` read as fanout; none given, the
+        node's default for the exchange's type."""
+        if federation.type:
+            return ALIASES.get(federation.type, federation.type)
+        exchange = self.topology.exchange(federation.child, federation.exchange)
+        return "service" if exchange is not None and exchange.type == "direct" else "fanout"
+
+
+# -- requests, as amq-config and amq-route send them -------------------------------------------
+
+
+def exchange_add(exchange: Exchange) -> Request:
+    """`amq-config add exchange <type> <name> [--durable]`; auto_delete and internal (which
+    amq-config has no options for) only when set."""
+    arguments: dict[str, Any] = {"name": exchange.name, "type": exchange.type, "durable": exchange.durable}
+    if exchange.auto_delete:
+        arguments["auto_delete"] = True
+    if exchange.internal:
+        arguments["internal"] = True
+    return ("exchanges.add", arguments)
+
+
+def queue_add(queue: Queue) -> Request:
+    """`amq-config add queue <name> [--durable]`; auto_delete only when set."""
+    arguments: dict[str, Any] = {"name": queue.name, "durable": queue.durable, "arguments": {}}
+    if queue.auto_delete:
+        arguments["auto_delete"] = True
+    return ("queues.add", arguments)
+
+
+def queue_delete(name: str) -> Request:
+    """`amq-config del queue <name>` without --force: the node refuses a queue that holds
+    messages or has consumers, so apply never throws messages away."""
+    return ("queues.delete", {"name": name, "if_empty": True, "if_unused": True})
+
+
+def binding_request(method: str, exchange: str, queue: str, key: str, arguments: dict[str, Any]) -> Request:
+    """`amq-config bind|unbind <exchange> <queue> <key>`; headers arguments only when given."""
+    request: dict[str, Any] = {"exchange": exchange, "queue": queue, "routing_key": key}
+    if arguments:
+        request["arguments"] = dict(arguments)
+    return (method, request)
+
+
+def route_delete(far: Node, spec: RouteSpec) -> Request:
+    """`amq-route dynamic|route|queue del`'s request."""
+    return ("routes.delete", {"host": far.host, "port": far.port, **spec.identity()})
+
+
+def federation_delete(record: formatting.Record) -> Request:
+    """`amq-route federate del <child> <parent> <exchange>`'s request, for the live parent."""
+    parent = formatting.federation_parent(record)
+    namespace = argparse.Namespace(
+        parent=Parent(parent, False), exchange=record["exchange"], vhost=record.get("vhost", VHOST)
+    )
+    return ("federations.delete", federation_identity(namespace))
+
+
+# -- how objects are named and described in the plan -------------------------------------------
+
+
+def exchange_detail(record: dict[str, Any]) -> list[str]:
+    detail = [str(record.get("type")), "durable" if record.get("durable") else "transient"]
+    detail += [flag.replace("_", "-") for flag in ("auto_delete", "internal") if record.get(flag)]
+    return detail
+
+
+def queue_detail(record: dict[str, Any]) -> list[str]:
+    detail = ["durable" if record.get("durable") else "transient"]
+    if record.get("auto_delete"):
+        detail.append("auto-delete")
+    if record.get("messages"):
+        detail.append(f"{record['messages']} message(s)")
+    if record.get("consumers"):
+        detail.append(f"{record['consumers']} consumer(s)")
+    return detail
+
+
+def link_detail(durable: bool, transport: str) -> list[str]:
+    return ["durable" if durable else "transient", transport]
+
+
+def route_name(kind: str, exchange: str, key: str | None, queue: str | None, push: bool, far: Node) -> str:
+    """`dynamic fed.topic <= hub-us 127.0.0.1:5702` (pulled from there), `exchange
+    amq.topic(global.#) => ...` (pushed there), `queue amq.fanout(public) <= ...`."""
+    what = exchange if kind == "dynamic" else f"{exchange}({key if kind == 'exchange' else queue})"
+    return f"{kind} {what} {'=>' if push else '<='} {far.name} {far.endpoint}"
+
+
+def route_detail(attributes: dict[str, Any]) -> list[str]:
+    detail = ["durable" if attributes.get("durable") else "transient"]
+    if attributes.get("src_local"):
+        detail.append("push")
+    detail += [f"{name} {attributes[name]}" for name in ("ack", "credit") if attributes.get(name) is not None]
+    if attributes.get("tag") is not None:
+        detail.append(f"tag {show(attributes['tag'])}")
+    if attributes.get("excludes"):
+        detail.append(f"excludes {show(list(attributes['excludes']))}")
+    return detail
+
+
+def request_kind(method: str) -> str:
+    """The kind of object a management method is about (`routes.add` -> route)."""
+    return METHOD_KINDS[method.partition(".")[0]]
+
+
+def ordered_requests(changes: list[Change]) -> list[tuple[int, Request]]:
+    """Every request of the plan in the order apply sends them, each with its change's index:
+    first every delete, federations first and exchanges last, then every create, exchanges
+    first and federations last (a replaced object's delete and create land in their phases)."""
+
+    def phase(item: tuple[int, Request]) -> tuple[int, int]:
+        method = item[1][0]
+        order = KINDS.index(request_kind(method))
+        return (0, -order) if method.endswith(".delete") else (1, order)
+
+    numbered = [(index, request) for index, change in enumerate(changes) for request in change.requests]
+    return sorted(numbered, key=phase)
