@@ -1,4 +1,5 @@
-"""`amq-gateway`: run a node (`serve`) and manage its users file (`passwd`).
+"""`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`), and manage a
+users file (`passwd`).
 
 Flags override the TOML node config; every bad input ends with one line on stderr naming what
 was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
@@ -91,6 +92,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VHOST",
         help="vhost the user may open (repeatable; default: all)",
     )
+
+    up = commands.add_parser(
+        "up",
+        help="run every node of a topology file that lives on this host, apply the file, show the map",
+        description="Start the topology's nodes on this host (data and logs in VAR/<node>), apply the "
+        "file, print the route map and link states, and run until Ctrl-C. See docs/topology.md.",
+    )
+    up.add_argument("topology_file", type=Path, metavar="FILE", help="topology file (TOML)")
+    up.add_argument("--var", type=Path, default=Path("var"), metavar="DIR", help="default ./var")
+    up.add_argument(
+        "--traffic",
+        type=int,
+        default=0,
+        metavar="N",
+        help="each [[publishers]] entry sends N messages; show where they arrived against where they should",
+    )
+    up.add_argument("--exit", action="store_true", help="stop the nodes once it is all shown")
     return parser
 
 
@@ -99,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command == "up":
+            from topology.up import up  # only `up` needs the planner and networkx
+
+            return up(args.topology_file, args.var, args.traffic, stay=not args.exit)
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
         return run_passwd(args.users_file, args.username, password, args.vhosts)
     except (ConfigError, UsersFileError, StoreError) as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -97,3 +98,11 @@ def start_node(
         time.sleep(0.05)
     node.process.kill()
     raise AssertionError(f"node not ready within {START_TIMEOUT}s; log:\n{node.log()}")
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now, for programs (such as `amq-gateway up`) that
+    must be told their ports in advance; the kernel does not hand it out again at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from federation.address import BrokerAddress
 from gateway.broker.names import STANDARD_EXCHANGES
 from gateway.federation_config import cannot_federate
 
@@ -68,6 +69,11 @@ class Node:
         """`host:port`, how route maps name nodes."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
+
+    @property
+    def address(self) -> BrokerAddress:
+        """The node with the file's login for it: how tools manage it and links log in to it."""
+        return BrokerAddress(self.host, self.port, self.credentials.username, self.credentials.password)
 
     @property
     def federation_tag(self) -> str:

@@ -164,11 +164,6 @@ def federation_record(topology: Topology, federation: Federation) -> Record:
 # -- the offline map ------------------------------------------------------------------------
 
 
-def address(node: Node) -> BrokerAddress:
-    """Where the node is, with the login tools use on it."""
-    return BrokerAddress(node.host, node.port, node.credentials.username, node.credentials.password)
-
-
 def start_node(topology: Topology, start: str | None) -> Node:
     """The node a map starts at: `start`, or the file's first node. ValueError if there is none."""
     if not topology.nodes:
@@ -183,18 +178,27 @@ def offline_map(topology: Topology, start: str | None = None) -> list[str]:
     """The lines of `amq-route route map <start's host:port>` once the topology is applied
     (start: a node name, by default the file's first node); `"\\n".join(lines) + "\\n"` is
     the command's whole output."""
+    return walk_map(topology, expected_views(topology), start)
+
+
+def walk_map(topology: Topology, views: Mapping[str, NodeView | str], start: str | None = None) -> list[str]:
+    """`route map`'s text over views of the file's nodes by name (a str: why that node could
+    not be read), walked from `start` as the live command walks; a peer that is not a node of
+    the file is reported as such."""
     first = start_node(topology, start)
-    views = expected_views(topology)
     by_endpoint: dict[str, str] = {}
     for node in topology.nodes.values():
         by_endpoint.setdefault(node.endpoint, node.name)
-    walk = MapWalk(address(first), views[first.name])
+    first_view = views[first.name]
+    if isinstance(first_view, str):
+        return ["", "Finding Linked Brokers:", formatting.map_probe(first.endpoint, f"Failed: {first_view}")]
+    walk = MapWalk(first.address, first_view)
     for peer in walk.pending():
-        name = by_endpoint.get(str(peer))
-        if name is None:  # not reachable from expected_views' records; kept for safety
-            walk.failed(peer, f"Failed: not a node of {topology.path or topology.name}")
+        view = views.get(by_endpoint.get(str(peer), ""), f"not a node of {topology.path or topology.name}")
+        if isinstance(view, str):
+            walk.failed(peer, f"Failed: {view}")
         else:
-            walk.reached(peer, views[name])
+            walk.reached(peer, view)
     return walk.lines()
 
 

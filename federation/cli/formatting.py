@@ -54,7 +54,7 @@ def yes_no(value: object) -> str:
     return "Y" if value else "N"
 
 
-def _table(columns: Columns, rows: Sequence[Sequence[str]], rule: int = 0) -> list[str]:
+def table(columns: Columns, rows: Sequence[Sequence[str]], rule: int = 0) -> list[str]:
     """qpid-route's fixed-width table: the captions, a rule of "=" (`rule` wide, or as wide as
     the captions if longer), then the rows. Each column but the last is padded to its width,
     widened to keep two spaces after its longest cell (qpid's ran into the next column); the
@@ -114,7 +114,7 @@ def link_table(links: Sequence[Record]) -> list[str]:
         ]
         for link in links
     ]
-    return _table(_LINK_COLUMNS, rows, rule=_LINK_RULE_WIDTH)
+    return table(_LINK_COLUMNS, rows, rule=_LINK_RULE_WIDTH)
 
 
 def federation_parent(federation: Record) -> BrokerAddress:
@@ -172,7 +172,7 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
         ]
         for federation in federations
     ]
-    return _table(_FEDERATION_COLUMNS, rows)
+    return table(_FEDERATION_COLUMNS, rows)
 
 
 def route_list(node: str, routes: Iterable[Record]) -> list[str]:

@@ -54,7 +54,12 @@ amq-route [OPTIONS] link add  <dest-broker> <src-broker>
 
        amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE] [--vhost VHOST]
        amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange> [--vhost VHOST]
-       amq-route [OPTIONS] federate list [<broker>]"""
+       amq-route [OPTIONS] federate list [<broker>]
+
+       amq-route [OPTIONS] topology check FILE
+       amq-route [OPTIONS] topology map   FILE [--format text|json|dot|png] [-o PATH] [--from NODE] [--live]
+       amq-route [OPTIONS] topology plan  FILE [--prune] [--detailed-exitcode]
+       amq-route [OPTIONS] topology apply FILE [--prune]"""
 
 DESCRIPTION = """\
 Manage federation links and routes between amq-gateway nodes, and exchanges federated to a
@@ -542,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, main=True)
     # Explicit progs for the commands' usage lines: argparse would derive them from USAGE.
     groups = parser.add_subparsers(
-        dest="group", metavar="{link,dynamic,route,queue,federate}", required=True, prog="amq-route"
+        dest="group", metavar="{link,dynamic,route,queue,federate,topology}", required=True, prog="amq-route"
     )
 
     def group(name: str, help_text: str) -> argparse._SubParsersAction:
@@ -649,6 +654,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     federation(command(federate, "del", federate_del, "stop federating an exchange of child-broker"))
     one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
+
+    # Imported here, not at the top: the planner reads this module's NodeView and arguments.
+    from topology.cli import add_commands
+
+    add_commands(
+        partial(command, group("topology", "topology files: check, map, plan and apply a deployment"))
+    )
     return parser
 
 

@@ -1,0 +1,159 @@
+"""`amq-route topology check|map|plan|apply FILE`: the planner on the command line.
+
+The commands hang under amq-route (they speak to the same nodes, with the same global options
+such as --timeout) but live here, beside the planner they drive. A file that does not load is
+one error line per problem on stderr and exit 1; map, plan and apply refuse a file the checks
+find errors in (topology.prepare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from federation.cli.common import EXIT_FAILED
+from topology.apply import apply_plan
+from topology.checks import has_errors, run_checks
+from topology.live import read_live
+from topology.model import Finding
+from topology.plan import plan_topology
+from topology.prepare import Refused, load, load_checked
+from topology.render import RenderError, render_dot, render_json, render_png
+from topology.routemap import compare_views, expected_views, offline_map
+
+FORMATS = ("text", "json", "dot", "png")
+
+
+def findings_summary(findings: list[Finding]) -> str:
+    counts = {
+        severity: sum(f.severity == severity for f in findings) for severity in ("error", "warning", "info")
+    }
+    return f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+
+
+def warn(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def check(context: Any, args: argparse.Namespace) -> int:
+    """Every finding, one per line, then the totals; exit 1 if any is an error."""
+    topology = load(args.file)
+    findings = run_checks(topology)
+    for finding in findings:
+        print(finding)
+    print(f"{args.file}: {findings_summary(findings)}")
+    return EXIT_FAILED if has_errors(findings) else 0
+
+
+async def draw(context: Any, args: argparse.Namespace) -> int:
+    """The file's route map: text (as `route map` prints it), JSON, DOT or a PNG picture; with
+    --live, the text map marked against what the nodes really hold (exit 1 on any drift)."""
+    topology = load_checked(args.file, warn)
+    start = args.start
+    if start is not None and start not in topology.nodes:
+        raise Refused(f"--from {start}: no node of that name in {args.file}")
+    if args.live:
+        state = await read_live(topology, context.options.timeout)
+        live = {name: node if isinstance(node, str) else node.view for name, node in state.nodes.items()}
+        lines, drift = compare_views(topology, expected_views(topology), live)
+        print("\n".join(lines))
+        return EXIT_FAILED if drift else 0
+    if args.format == "png":
+        output = args.output or args.file.with_suffix(".png")
+        try:
+            render_png(topology, output)
+        except RenderError as error:
+            raise Refused(str(error)) from None
+        print(f"wrote {output}")
+        return 0
+    text = {
+        "text": lambda: "\n".join(offline_map(topology, start)),
+        "json": lambda: render_json(topology),
+    }.get(args.format, lambda: render_dot(topology))()
+    if args.output:
+        args.output.write_text(text + "\n")
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+async def plan(context: Any, args: argparse.Namespace) -> int:
+    """What apply would do; exit 1 if a node could not be read, else 0 (2 with
+    --detailed-exitcode when there are changes, as terraform's)."""
+    topology = load_checked(args.file, warn)
+    result = await plan_topology(topology, prune=args.prune, timeout=context.options.timeout)
+    print("\n".join(result.lines()))
+    if not result.complete:
+        return EXIT_FAILED
+    return 2 if args.detailed_exitcode and result.changes else 0
+
+
+async def apply(context: Any, args: argparse.Namespace) -> int:
+    """Make the live nodes match the file; a second run changes nothing and says so."""
+    topology = load_checked(args.file, warn)
+    result = await plan_topology(topology, prune=args.prune, timeout=context.options.timeout)
+    if not result.complete:
+        print("\n".join(result.lines()))
+        return EXIT_FAILED
+    if not result.changes:
+        print("\n".join(result.lines()))
+        return 0
+    applied = await apply_plan(result, say=print)
+    if not applied.ok:
+        raise Refused(applied.failure)
+    print(f"Apply complete: {applied.applied} change(s) made.")
+    return 0
+
+
+Command = Callable[[Any, argparse.Namespace], Awaitable[int]]
+
+
+def refusing(handler: Command) -> Command:
+    """`handler`, with Refused printed on stderr as exit status 1."""
+
+    async def run(context: Any, args: argparse.Namespace) -> int:
+        try:
+            return await handler(context, args)
+        except Refused as refusal:
+            warn(str(refusal))
+            return EXIT_FAILED
+
+    return run
+
+
+def add_commands(command: Callable[[str, Command, str], argparse.ArgumentParser]) -> None:
+    """The topology commands, made by amq-route's own `command(name, handler, help)` so they
+    take its global options."""
+
+    def with_file(leaf: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        leaf.add_argument(
+            "file", type=Path, metavar="FILE", help="topology file (TOML; see docs/topology.md)"
+        )
+        return leaf
+
+    with_file(
+        command(
+            "check", refusing(check), "check a topology file: references, loops, reachability, resilience"
+        )
+    )
+    leaf = with_file(
+        command("map", refusing(draw), "the route map a topology file makes, offline or against live nodes")
+    )
+    leaf.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, dot or png")
+    leaf.add_argument("-o", "--output", type=Path, metavar="PATH", help="write here (png: default FILE.png)")
+    leaf.add_argument("--from", dest="start", metavar="NODE", help="node the text map's walk starts at")
+    leaf.add_argument("--live", action="store_true", help="mark what the live nodes miss, add or have down")
+    for name, handler, text in (
+        ("plan", plan, "show what apply would create, change and delete on the live nodes"),
+        ("apply", apply, "make the live nodes match the file"),
+    ):
+        leaf = with_file(command(name, refusing(handler), text))
+        leaf.add_argument("--prune", action="store_true", help="also delete what the file does not declare")
+        if name == "plan":
+            leaf.add_argument(
+                "--detailed-exitcode", action="store_true", help="exit 2 when there are changes (0: none)"
+            )
