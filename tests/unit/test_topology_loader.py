@@ -3,10 +3,12 @@ reported at once with the file, the line and the key path."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from topology import schema
 from topology.loader import TopologyError, load_topology, load_topology_text
 from topology.model import GUEST, Binding, Credentials, Exchange, Federation, Link, Queue, Route
 
@@ -548,3 +550,38 @@ name = 7
 def test_garbage_gives_errors_never_a_traceback(text: str) -> None:
     problems = errors(text)
     assert problems and all(problem.startswith("t.toml:") for problem in problems)
+
+
+# --------------------------------------------------------------------------------------------
+# docs/topology.md says what the loader does
+
+
+def doc_blocks(language: str) -> list[str]:
+    """The fenced blocks of docs/topology.md opened with ```language."""
+    blocks: list[tuple[str, list[str]]] = []
+    inside = False
+    for line in (ROOT / "docs" / "topology.md").read_text().splitlines():
+        if line.startswith("```"):
+            if not inside:
+                blocks.append((line[3:], []))
+            inside = not inside
+        elif inside:
+            blocks[-1][1].append(line)
+    return ["\n".join(lines) + "\n" for tag, lines in blocks if tag == language]
+
+
+def test_the_docs_complete_example_loads_and_uses_every_key() -> None:
+    example = doc_blocks("toml")[-1]
+    topology = load_topology_text(example, "example.toml")
+    assert len(topology.nodes) == 4 and topology.federations and topology.publishers
+    for section in (schema.NODE, schema.EXCHANGE, schema.QUEUE, schema.BINDING, schema.LINK, schema.ROUTE):
+        for key in section.keys:
+            assert re.search(rf"^{key} = ", example, re.MULTILINE), key
+    for kind in schema.DEFAULTABLE:
+        assert f"[defaults.{kind}]" in example
+
+
+def test_the_docs_error_example_is_what_the_loader_says() -> None:
+    bad = doc_blocks("toml")[0]
+    output = next(block for block in doc_blocks("") if block.startswith("bad.toml:"))
+    assert errors(bad) == [line.replace("bad.toml", "t.toml", 1) for line in output.splitlines()]
