@@ -106,3 +106,15 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def on_free_ports(source: Path, target: Path) -> list[int]:
+    """`source` with every node's port replaced by a free one, written to `target`."""
+    ports: list[int] = []
+
+    def replace(match: re.Match[str]) -> str:
+        ports.append(free_port())
+        return f"{match.group(1)}{ports[-1]}"
+
+    target.write_text(re.sub(r"(?m)^(port\s*=\s*)\d+", replace, source.read_text()))
+    return ports

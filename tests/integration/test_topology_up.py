@@ -4,7 +4,6 @@ and every node stops with `up` (after --exit, or Ctrl-C)."""
 
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import subprocess
@@ -12,23 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.nodes import free_port
+from tests.nodes import on_free_ports
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Bounds for a whole `up` run on 2 busy cores: start, apply, links up, traffic, stop.
 RUN_TIMEOUT = 180.0
-
-
-def on_free_ports(source: Path, target: Path) -> list[int]:
-    """`source` with every node's port replaced by a free one, written to `target`."""
-    ports: list[int] = []
-
-    def replace(match: re.Match[str]) -> str:
-        ports.append(free_port())
-        return f"{match.group(1)}{ports[-1]}"
-
-    target.write_text(re.sub(r"(?m)^(port\s*=\s*)\d+", replace, source.read_text()))
-    return ports
 
 
 def listening(port: int) -> bool:

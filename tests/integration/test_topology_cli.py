@@ -1,0 +1,104 @@
+"""`amq-route topology` against real node processes: the seed's walkthrough written as a
+topology file, applied, maps live exactly as the file maps offline; `map --live` marks drift
+and links that are down; `check` and the commands that refuse a wrong file exit 1 with the
+findings' count. Every wait is bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from tests.integration.test_federation_routes import cli
+from tests.nodes import NodeProcess, on_free_ports
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+async def test_walkthrough_offline_map_equals_the_live_map_after_apply(
+    nodes: Callable[..., NodeProcess], tmp_path: Path
+) -> None:
+    topology = tmp_path / "walkthrough.toml"
+    ports = on_free_ports(CONFIGS / "topology-walkthrough.toml", topology)
+    brokers = [nodes(f"broker{number}", port=port) for number, port in enumerate(ports, 1)]
+    file = str(topology)
+    with trio.fail_after(90):
+        status, out, err = await cli("amq-route", "topology", "apply", file)
+        assert status == 0, out + err
+        assert "Apply complete" in out
+        maps = []
+        for name, node in (("broker3", brokers[2]), ("broker1", brokers[0])):
+            status, offline, err = await cli("amq-route", "topology", "map", file, "--from", name)
+            assert status == 0, err
+            status, live, err = await cli("amq-route", "route", "map", f"localhost:{node.port}")
+            assert status == 0, err
+            assert offline == live
+            maps.append(live)
+        assert f"localhost:{ports[3]} <=> localhost:{ports[2]}" in maps[0]
+        assert (
+            f"localhost:{ports[0]}(ex=amq.topic) <= localhost:{ports[1]}(ex=amq.topic) key=global.#"
+            in maps[1]
+        )
+
+        status, out, _ = await cli("amq-route", "topology", "map", file, "--live")
+        while "down" in out:  # the links are still connecting
+            await trio.sleep(0.2)
+            status, out, _ = await cli("amq-route", "topology", "map", file, "--live")
+        assert status == 0, out
+        assert out.rstrip().endswith(f"No drift: the live nodes match {file}.")
+
+        status, out, _ = await cli("amq-route", "topology", "apply", file)
+        assert (status, out) == (0, f"No changes. The live nodes match {file}.\n")
+
+        brokers[1].kill()  # broker2: broker1's link to it goes down
+        status, out, _ = await cli("amq-route", "topology", "map", file, "--live")
+        while "down (" not in out:
+            await trio.sleep(0.2)
+            status, out, _ = await cli("amq-route", "topology", "map", file, "--live")
+        assert status == 1
+        assert "not read" in out
+        assert "Drift:" in out.splitlines()[-1]
+
+
+async def test_check_lists_findings_and_exits_1_on_errors(tmp_path: Path) -> None:
+    topology = tmp_path / "wrong.toml"
+    topology.write_text(
+        '[nodes.a]\nhost = "127.0.0.1"\nport = 5999\n\n'
+        '[[routes]]\nkind = "dynamic"\nfrom = "a"\nto = "nowhere"\nexchange = "fed.topic"\n'
+    )
+    with trio.fail_after(30):
+        status, out, err = await cli("amq-route", "topology", "check", str(topology))
+        assert status == 1, err
+        assert f"{topology}:5: routes[0]: error [unknown-node]" in out
+        assert out.splitlines()[-1].startswith(f"{topology}: ") and "error(s)" in out.splitlines()[-1]
+        for command in ("map", "plan", "apply"):
+            status, out, err = await cli("amq-route", "topology", command, str(topology))
+            assert (status, out) == (1, "")
+            assert "error(s) found; `amq-route topology check" in err
+
+
+async def test_a_file_that_does_not_load_is_one_line_per_problem(tmp_path: Path) -> None:
+    topology = tmp_path / "typo.toml"
+    topology.write_text('[nodes.a]\nhost = "127.0.0.1"\nport = "many"\n')
+    with trio.fail_after(30):
+        status, out, err = await cli("amq-route", "topology", "check", str(topology))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"{topology}:3: nodes.a.port: ")
+    assert "Traceback" not in err
+
+
+async def test_map_formats(tmp_path: Path) -> None:
+    pair = str(CONFIGS / "topology-pair.toml")
+    with trio.fail_after(60):
+        status, out, _ = await cli("amq-route", "topology", "map", pair, "--format", "json")
+        assert status == 0 and out.lstrip().startswith("{")
+        status, out, _ = await cli("amq-route", "topology", "map", pair, "--format", "dot")
+        assert status == 0 and "digraph" in out
+        picture = tmp_path / "pair.png"
+        status, out, err = await cli(
+            "amq-route", "topology", "map", pair, "--format", "png", "-o", str(picture)
+        )
+        assert status == 0, err
+        assert out == f"wrote {picture}\n"
+        assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
