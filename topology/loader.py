@@ -64,7 +64,7 @@ def load_topology_text(text: str, path: str) -> Topology:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise TopologyError([_syntax_error(text, path, str(err))]) from None
+        raise TopologyError([_syntax_error(text, Path(path), str(err))]) from None
     doc = TomlFile(Path(path), data, _key_lines(text))
     reader = _Reader(doc)
     content = reader.read()
@@ -73,7 +73,7 @@ def load_topology_text(text: str, path: str) -> Topology:
     return _build(doc, path, content)
 
 
-def _syntax_error(text: str, path: str, error: str) -> str:
+def _syntax_error(text: str, path: Path, error: str) -> str:
     """`file:line:col: invalid TOML: ...`, the end of the document included."""
     position = _SYNTAX_POSITION.match(error)
     if position is not None:
