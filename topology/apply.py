@@ -37,10 +37,14 @@ class ApplyResult:
 
 async def apply_plan(plan: Plan, say: Say, connect: ClientFactory = ManagementClient.connect) -> ApplyResult:
     """Make the plan's changes; `say` gets one line per request done (`hub-eu: created
-    exchange fed.topic`). `connect` is replaced by fake nodes in tests."""
+    exchange fed.topic`), or the plan's `No changes.` line when there is nothing to do.
+    `connect` is replaced by fake nodes in tests."""
     if not plan.complete:
         names = ", ".join(f"{name} ({why})" for name, why in plan.unreachable.items())
         return ApplyResult(False, f"nothing applied: cannot read {names}")
+    if not plan.changes and not plan.drift:
+        say(plan.summary())
+        return ApplyResult(True, "", 0)
     remaining = [len(change.requests) for change in plan.changes]
     applied = 0
     async with AsyncExitStack() as stack:

@@ -743,3 +743,12 @@ def test_all_operational_needs_every_node_link_and_peering_operational() -> None
         applied()["b"].routes,
         applied()["b"].federations,
     )
+
+
+async def test_apply_of_a_plan_without_changes_sends_nothing_and_says_so() -> None:
+    plan = diff(topology(), state(**applied()), prune=True)
+    said: list[str] = []
+    recorder = Recorder()
+    result = await apply_plan(plan, say=said.append, connect=recorder.connect)
+    assert (result.ok, result.applied, recorder.connected) == (True, 0, [])
+    assert said == ["No changes. The live nodes match pair.toml."]
