@@ -32,6 +32,7 @@ _DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
 _TABLE_LINE = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
 _KEY_LINE = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
 _SYNTAX_POSITION = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
+_AT_END = " (at end of document)"
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -145,15 +146,28 @@ def read_toml(path: Path) -> TomlFile:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    return parse_toml(text, path)
+
+
+def parse_toml(text: str, path: Path) -> TomlFile:
+    """Parse TOML text read from `path` (which errors name); a syntax error becomes
+    ConfigError `file:line:col: invalid TOML: ...`, the end of the document included."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        position = _SYNTAX_POSITION.match(str(err))
-        if position:
-            problem, line, column = position.groups()
-            raise ConfigError(f"{path}:{line}:{column}: invalid TOML: {problem}") from None
-        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+        raise ConfigError(_syntax_error(text, path, str(err))) from None
     return TomlFile(path, data, _key_lines(text))
+
+
+def _syntax_error(text: str, path: Path, error: str) -> str:
+    position = _SYNTAX_POSITION.match(error)
+    if position is not None:
+        problem, line, column = position.groups()
+        return f"{path}:{line}:{column}: invalid TOML: {problem}"
+    if error.endswith(_AT_END):
+        line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
+        return f"{path}:{line}:{column}: invalid TOML: {error.removesuffix(_AT_END)}"
+    return f"{path}: invalid TOML: {error}"
 
 
 def describe(value: object) -> str:

@@ -10,14 +10,12 @@ or queues, and duplicates, are the planner's findings (topology.checks).
 
 from __future__ import annotations
 
-import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gateway.federation_config import ALIASES
-from gateway.tomlfile import Invalid, KeyPath, TomlFile, _key_lines, describe
+from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
 from topology import schema
 from topology.model import (
     BUILT_IN_EXCHANGES,
@@ -35,9 +33,6 @@ from topology.model import (
 )
 from topology.schema import Section
 
-_SYNTAX_POSITION = re.compile(r"^(.*) \(at line (\d+), column (\d+)\)$")
-_AT_END = " (at end of document)"
-
 
 class TopologyError(Exception):
     """A topology file cannot be used: `str()` is every problem, one line each, by line."""
@@ -50,39 +45,28 @@ class TopologyError(Exception):
 def load_topology(path: Path) -> Topology:
     """The topology in the file at `path`; TopologyError lists every problem with it."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as err:
-        raise TopologyError([f"{path}: cannot read: {err.strerror}"]) from None
-    except UnicodeDecodeError as err:
-        raise TopologyError([f"{path}: not UTF-8 text (byte {err.start})"]) from None
-    return load_topology_text(text, str(path))
+        doc = read_toml(path)
+    except ConfigError as err:
+        raise TopologyError([str(err)]) from None
+    return _load(doc, str(path))
 
 
 def load_topology_text(text: str, path: str) -> Topology:
     """The topology in `text`, read as if from `path` (errors name it; `users` paths and the
     default name derive from it), so tests need no files."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise TopologyError([_syntax_error(text, Path(path), str(err))]) from None
-    doc = TomlFile(Path(path), data, _key_lines(text))
+        doc = parse_toml(text, Path(path))
+    except ConfigError as err:
+        raise TopologyError([str(err)]) from None
+    return _load(doc, path)
+
+
+def _load(doc: TomlFile, path: str) -> Topology:
     reader = _Reader(doc)
     content = reader.read()
     if reader.problems:
         raise TopologyError(reader.sorted_problems())
     return _build(doc, path, content)
-
-
-def _syntax_error(text: str, path: Path, error: str) -> str:
-    """`file:line:col: invalid TOML: ...`, the end of the document included."""
-    position = _SYNTAX_POSITION.match(error)
-    if position is not None:
-        problem, line, column = position.groups()
-        return f"{path}:{line}:{column}: invalid TOML: {problem}"
-    if error.endswith(_AT_END):
-        line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
-        return f"{path}:{line}:{column}: invalid TOML: {error.removesuffix(_AT_END)}"
-    return f"{path}: invalid TOML: {error}"
 
 
 # --------------------------------------------------------------------------------------------
