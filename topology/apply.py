@@ -72,10 +72,10 @@ async def apply_plan(plan: Plan, say: Say, connect: ClientFactory = ManagementCl
                 applied += 1
     if plan.errors:
         for drift in plan.errors:
-            for line in drift.lines():
-                say(f"{drift.node}: {line.strip()}")
-        how = "without --prune" if not plan.prune else "through management"
-        return ApplyResult(
-            False, f"{len(plan.errors)} difference(s) left that apply cannot make {how} (marked !)", applied
-        )
+            first, *detail = drift.lines()
+            say(f"{drift.node}: {first.strip()}")
+            for line in detail:
+                say(line)
+        hint = ": apply --prune makes them" if all(drift.needs_prune for drift in plan.errors) else ""
+        return ApplyResult(False, f"{len(plan.errors)} difference(s) (!) left as they are{hint}", applied)
     return ApplyResult(True, "", applied)

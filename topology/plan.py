@@ -113,6 +113,8 @@ class Drift:
     name: str
     message: str
     detail: list[str] = field(default_factory=list)
+    #: An error that apply --prune makes (by deleting and creating the object again).
+    needs_prune: bool = False
 
     def lines(self) -> list[str]:
         if self.severity == "warning":  # an extra object: its attributes, on its line
@@ -179,9 +181,13 @@ class Plan:
                 f"{len(self.unreachable)} node(s) could not be read: nothing is planned for them, and "
                 "apply refuses to run until every node answers."
             )
-        if self.errors:
-            how = "without --prune, or at all" if not self.prune else "at all"
-            lines.append(f"{len(self.errors)} difference(s) (!) that apply cannot make {how}.")
+        replaced = sum(drift.needs_prune for drift in self.errors)
+        if replaced:
+            lines.append(
+                f"{replaced} difference(s) (!) need --prune: apply --prune deletes and creates them."
+            )
+        if len(self.errors) > replaced:
+            lines.append(f"{len(self.errors) - replaced} difference(s) (!) apply cannot make: see each line.")
         if self.kept:
             lines.append(
                 f"{len(self.kept)} object(s) (?) not in the file are kept: apply --prune deletes them."
@@ -330,9 +336,15 @@ class _NodeDiff:
         self.plan.changes.append(Change(action, self.node.name, kind, name, detail, list(requests)))
 
     def drift(
-        self, severity: Literal["error", "warning"], kind: str, name: str, message: str, detail: list[str]
+        self,
+        severity: Literal["error", "warning"],
+        kind: str,
+        name: str,
+        message: str,
+        detail: list[str],
+        needs_prune: bool = False,
     ) -> None:
-        self.plan.drift.append(Drift(severity, self.node.name, kind, name, message, detail))
+        self.plan.drift.append(Drift(severity, self.node.name, kind, name, message, detail, needs_prune))
 
     def replace(
         self, kind: str, name: str, key: Any, detail: list[str], delete: Request, create: Request
@@ -348,6 +360,7 @@ class _NodeDiff:
                 name,
                 "cannot be changed in place: apply --prune deletes and creates it",
                 detail,
+                needs_prune=True,
             )
 
     def extra(self, kind: str, name: str, key: Any, detail: list[str], delete: Request) -> None:

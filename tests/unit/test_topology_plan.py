@@ -377,7 +377,7 @@ Node b (127.0.0.1:5702):
       credit: 5 -> 1000
       excludes: ["asia"] -> ["us"]
 
-4 difference(s) (!) that apply cannot make without --prune, or at all.
+4 difference(s) (!) need --prune: apply --prune deletes and creates them.
 Plan: 0 to create, 0 to change, 0 to delete."""
 
 
@@ -447,6 +447,10 @@ def test_built_in_exchanges_are_never_changed() -> None:
     )
     errors = [(drift.node, drift.name, drift.message) for drift in plan.errors]
     assert errors == [("b", "amq.topic", "a built-in exchange cannot be changed")]
+    assert plan.lines()[-2:] == [
+        "1 difference(s) (!) apply cannot make: see each line.",
+        "Plan: 0 to create, 0 to change, 8 to delete.",
+    ]
     assert not any(change.kind == "exchange" and change.name.startswith("amq.") for change in plan.changes)
 
 
@@ -706,8 +710,11 @@ async def test_apply_with_drift_it_cannot_fix_is_not_ok() -> None:
     said: list[str] = []
     result = await apply_plan(plan, say=said.append, connect=Recorder().connect)
     assert (result.ok, result.applied) == (False, 0)
-    assert result.failure == "4 difference(s) left that apply cannot make without --prune (marked !)"
-    assert said[0] == "a: ! exchange events: cannot be changed in place: apply --prune deletes and creates it"
+    assert result.failure == "4 difference(s) (!) left as they are: apply --prune makes them"
+    assert said[:2] == [
+        "a: ! exchange events: cannot be changed in place: apply --prune deletes and creates it",
+        '      type: "topic" -> "fanout"',
+    ]
 
 
 # -- reading live nodes -----------------------------------------------------------------------------
