@@ -19,7 +19,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from federation.cli.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
-from topology.live import management_address
 from topology.plan import Plan, ordered_requests, request_kind
 
 Say = Callable[[str], None]
@@ -52,7 +51,7 @@ async def apply_plan(plan: Plan, say: Say, connect: ClientFactory = ManagementCl
 
         async def client(node: str) -> Client:
             if node not in clients:
-                address = management_address(plan.topology.nodes[node])
+                address = plan.topology.nodes[node].address
                 clients[node] = await stack.enter_async_context(connect(address, plan.timeout))
             return clients[node]
 

@@ -82,30 +82,32 @@ async def draw(context: Any, args: argparse.Namespace) -> int:
 
 
 async def plan(context: Any, args: argparse.Namespace) -> int:
-    """What apply would do; exit 1 if a node could not be read, else 0 (2 with
-    --detailed-exitcode when there are changes, as terraform's)."""
+    """What apply would do; exit 1 if a node could not be read, else 0 (with
+    --detailed-exitcode, 2 when apply would change something or cannot, as terraform's)."""
     topology = load_checked(args.file, warn)
     result = await plan_topology(topology, prune=args.prune, timeout=context.options.timeout)
     print("\n".join(result.lines()))
     if not result.complete:
         return EXIT_FAILED
-    return 2 if args.detailed_exitcode and result.changes else 0
+    return 2 if args.detailed_exitcode and (result.changes or result.errors) else 0
 
 
 async def apply(context: Any, args: argparse.Namespace) -> int:
-    """Make the live nodes match the file; a second run changes nothing and says so."""
+    """Make the live nodes match the file; a second run changes nothing and says so. Exit 1
+    when a node could not be read, refused a request, or differences apply cannot make remain."""
     topology = load_checked(args.file, warn)
     result = await plan_topology(topology, prune=args.prune, timeout=context.options.timeout)
     if not result.complete:
         print("\n".join(result.lines()))
         return EXIT_FAILED
-    if not result.changes:
-        print("\n".join(result.lines()))
-        return 0
     applied = await apply_plan(result, say=print)
     if not applied.ok:
+        print(f"Apply incomplete: {applied.applied} of {len(result.changes)} change(s) made.")
         raise Refused(applied.failure)
-    print(f"Apply complete: {applied.applied} change(s) made.")
+    if result.changes or result.drift:
+        print(f"Apply complete: {applied.applied} change(s) made.")
+    if result.kept:
+        print(f"{len(result.kept)} object(s) not in the file kept: apply --prune deletes them.")
     return 0
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import trio
 
-from federation.address import BrokerAddress
 from federation.cli.formatting import Record
 from federation.cli.management_client import ClientFactory, ManagementClient, ManagementFailed
 from federation.cli.route_cli import NodeView
@@ -60,16 +59,11 @@ class LiveState:
         return all(isinstance(state, LiveNode) and state.operational() for state in self.nodes.values())
 
 
-def management_address(node: Node) -> BrokerAddress:
-    """Where and as whom the planner manages `node`: its host:port and the file's login for it."""
-    return BrokerAddress(node.host, node.port, node.credentials.username, node.credentials.password)
-
-
 async def read_node(
     node: Node, timeout: float, connect: ClientFactory = ManagementClient.connect
 ) -> LiveNode:
     """Every record the planner compares, from one node; ManagementFailed if it cannot be read."""
-    async with connect(management_address(node), timeout) as client:
+    async with connect(node.address, timeout) as client:
         return LiveNode(
             exchanges=await client.call("exchanges.list"),
             queues=await client.call("queues.list"),

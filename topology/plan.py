@@ -271,18 +271,13 @@ def options(
     )
 
 
-def link_address(node: Node) -> BrokerAddress:
-    """A link's peer, with the login the file gives for that node (what links log in with)."""
-    return BrokerAddress(node.host, node.port, node.credentials.username, node.credentials.password)
-
-
 def federation_namespace(federation: Federation, parent: Node) -> argparse.Namespace:
     """`amq-route federate add <child> <parent> <exchange> --type T` as parsed: the parent's
     login is given only when the file names credentials for it (else the child uses its own
     attach login, as amq-route without a login in the address)."""
     login_given = parent.credentials != GUEST
     return argparse.Namespace(
-        parent=Parent(link_address(parent), login_given),
+        parent=Parent(parent.address, login_given),
         exchange=federation.exchange,
         vhost=VHOST,
         type=federation.type,
@@ -483,7 +478,7 @@ class _NodeDiff:
             record = live.get(address)
             add = (
                 "links.add",
-                link_arguments(link_address(peer), options(link.durable, transport=link.transport)),
+                link_arguments(peer.address, options(link.durable, transport=link.transport)),
             )
             if record is None:
                 self.change("create", "link", name, link_detail(link.durable, link.transport), add)
