@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from federation.cli.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
-from topology.plan import Plan, ordered_requests, request_kind
+from topology.changes import Plan, ordered_requests, request_kind
 
 Say = Callable[[str], None]
 

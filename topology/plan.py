@@ -35,9 +35,7 @@ node's own configuration makes (source `config`).
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from federation.address import BrokerAddress
@@ -49,150 +47,33 @@ from federation.cli.route_cli import (
     RouteSpec,
     endpoint,
     federation_arguments,
-    federation_identity,
     link_arguments,
     route_arguments,
 )
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
 from gateway.broker.names import RESERVED_PREFIX
 from gateway.federation_config import ALIASES
+from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Route, Topology
+from topology.plan_requests import (
+    Request,
+    binding_request,
+    exchange_add,
+    exchange_detail,
+    federation_delete,
+    link_detail,
+    queue_add,
+    queue_delete,
+    queue_detail,
+    route_delete,
+    route_detail,
+    route_name,
+    show,
+)
 
-Action = Literal["create", "change", "delete"]
-#: One management request: (method, arguments).
-Request = tuple[str, dict[str, Any]]
-
-#: Dependency order: creates run in this order, deletes in the reverse one.
-KINDS = ("exchange", "queue", "binding", "link", "route", "federation")
-#: The management methods' object names (`exchanges.add` is about an exchange).
-METHOD_KINDS = {
-    "exchanges": "exchange",
-    "queues": "queue",
-    "bindings": "binding",
-    "links": "link",
-    "routes": "route",
-    "federations": "federation",
-}
-SIGNS = {"create": "+", "change": "~", "delete": "-"}
 #: Queues federation declares for itself (bridge, outbox, durable route and peering queues).
 FEDERATION_QUEUE_PREFIX = "federation."
-#: Why a changed object is not changed in place.
-REPLACED = "delete and create: it cannot be changed in place"
-
-
-@dataclass
-class Change:
-    """One object to create, change (delete and create again) or delete on one node, and the
-    requests that do it, in order."""
-
-    action: Action
-    node: str
-    kind: str
-    name: str
-    #: create/delete: the object's attributes ("topic", "durable"); change: "attr: old -> new".
-    detail: list[str] = field(default_factory=list)
-    requests: list[Request] = field(default_factory=list)
-
-    def lines(self) -> list[str]:
-        sign = SIGNS[self.action]
-        if self.action == "change":
-            return [f"  {sign} {self.kind} {self.name} ({REPLACED})", *(f"      {d}" for d in self.detail)]
-        attributes = f" ({', '.join(self.detail)})" if self.detail else ""
-        return [f"  {sign} {self.kind} {self.name}{attributes}"]
-
-
-@dataclass
-class Drift:
-    """A difference apply leaves alone: an error (the node cannot be made to match without
-    --prune, or at all) or a warning (an object the file does not declare, kept)."""
-
-    severity: Literal["error", "warning"]
-    node: str
-    kind: str
-    name: str
-    message: str
-    detail: list[str] = field(default_factory=list)
-    #: An error that apply --prune makes (by deleting and creating the object again).
-    needs_prune: bool = False
-
-    def lines(self) -> list[str]:
-        if self.severity == "warning":  # an extra object: its attributes, on its line
-            attributes = f" ({', '.join(self.detail)})" if self.detail else ""
-            return [f"  ? {self.kind} {self.name}{attributes}: {self.message}"]
-        return [f"  ! {self.kind} {self.name}: {self.message}", *(f"      {d}" for d in self.detail)]
-
-
-@dataclass
-class Plan:
-    """What apply would do to make the live nodes match `topology`."""
-
-    topology: Topology
-    prune: bool
-    changes: list[Change] = field(default_factory=list)
-    drift: list[Drift] = field(default_factory=list)
-    #: Nodes that could not be read, with why: nothing is planned for them.
-    unreachable: dict[str, str] = field(default_factory=dict)
-    #: Seconds apply waits for each connection and answer (0: no limit).
-    timeout: float = 10.0
-
-    @property
-    def complete(self) -> bool:
-        """Whether every node was read (apply refuses an incomplete plan)."""
-        return not self.unreachable
-
-    @property
-    def errors(self) -> list[Drift]:
-        """Differences apply cannot make (without --prune, or at all)."""
-        return [drift for drift in self.drift if drift.severity == "error"]
-
-    @property
-    def kept(self) -> list[Drift]:
-        """Objects the file does not declare, kept because --prune was not given."""
-        return [drift for drift in self.drift if drift.severity == "warning"]
-
-    def count(self, action: Action) -> int:
-        return sum(change.action == action for change in self.changes)
-
-    def summary(self) -> str:
-        """The last line: the counts, or that nothing differs."""
-        if not self.changes and not self.drift and self.complete:
-            return f"No changes. The live nodes match {self.topology.path or self.topology.name}."
-        return (
-            f"Plan: {self.count('create')} to create, {self.count('change')} to change, "
-            f"{self.count('delete')} to delete."
-        )
-
-    def lines(self) -> list[str]:
-        """The plan as terraform prints one: per node (in the file's order) its changes in
-        dependency order, then what apply leaves alone, then a summary line."""
-        lines: list[str] = []
-        for name, node in self.topology.nodes.items():
-            where = f"Node {name} ({node.endpoint})"
-            if name in self.unreachable:
-                lines += [f"{where}: not read: {self.unreachable[name]}", ""]
-                continue
-            block = [line for change in self.changes if change.node == name for line in change.lines()]
-            block += [line for drift in self.drift if drift.node == name for line in drift.lines()]
-            if block:
-                lines += [f"{where}:", *block, ""]
-        if self.unreachable:
-            lines.append(
-                f"{len(self.unreachable)} node(s) could not be read: nothing is planned for them, and "
-                "apply refuses to run until every node answers."
-            )
-        replaced = sum(drift.needs_prune for drift in self.errors)
-        if replaced:
-            lines.append(
-                f"{replaced} difference(s) (!) need --prune: apply --prune deletes and creates them."
-            )
-        if len(self.errors) > replaced:
-            lines.append(f"{len(self.errors) - replaced} difference(s) (!) apply cannot make: see each line.")
-        if self.kept:
-            lines.append(
-                f"{len(self.kept)} object(s) (?) not in the file are kept: apply --prune deletes them."
-            )
-        return [*lines, self.summary()]
 
 
 # -- the diff -------------------------------------------------------------------------------
@@ -233,11 +114,6 @@ def protected_queue(record: formatting.Record) -> bool:
         or name.startswith(RESERVED_PREFIX)
         or bool(record.get("exclusive"))
     )
-
-
-def show(value: Any) -> str:
-    """An attribute value in old -> new lines: JSON (true, null, "text", ["a"])."""
-    return json.dumps(value, sort_keys=True)
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -630,115 +506,3 @@ class _NodeDiff:
             return ALIASES.get(federation.type, federation.type)
         exchange = self.topology.exchange(federation.child, federation.exchange)
         return "service" if exchange is not None and exchange.type == "direct" else "fanout"
-
-
-# -- requests, as amq-config and amq-route send them -------------------------------------------
-
-
-def exchange_add(exchange: Exchange) -> Request:
-    """`amq-config add exchange <type> <name> [--durable]`; auto_delete and internal (which
-    amq-config has no options for) only when set."""
-    arguments: dict[str, Any] = {"name": exchange.name, "type": exchange.type, "durable": exchange.durable}
-    if exchange.auto_delete:
-        arguments["auto_delete"] = True
-    if exchange.internal:
-        arguments["internal"] = True
-    return ("exchanges.add", arguments)
-
-
-def queue_add(queue: Queue) -> Request:
-    """`amq-config add queue <name> [--durable]`; auto_delete only when set."""
-    arguments: dict[str, Any] = {"name": queue.name, "durable": queue.durable, "arguments": {}}
-    if queue.auto_delete:
-        arguments["auto_delete"] = True
-    return ("queues.add", arguments)
-
-
-def queue_delete(name: str) -> Request:
-    """`amq-config del queue <name>` without --force: the node refuses a queue that holds
-    messages or has consumers, so apply never throws messages away."""
-    return ("queues.delete", {"name": name, "if_empty": True, "if_unused": True})
-
-
-def binding_request(method: str, exchange: str, queue: str, key: str, arguments: dict[str, Any]) -> Request:
-    """`amq-config bind|unbind <exchange> <queue> <key>`; headers arguments only when given."""
-    request: dict[str, Any] = {"exchange": exchange, "queue": queue, "routing_key": key}
-    if arguments:
-        request["arguments"] = dict(arguments)
-    return (method, request)
-
-
-def route_delete(far: Node, spec: RouteSpec) -> Request:
-    """`amq-route dynamic|route|queue del`'s request."""
-    return ("routes.delete", {"host": far.host, "port": far.port, **spec.identity()})
-
-
-def federation_delete(record: formatting.Record) -> Request:
-    """`amq-route federate del <child> <parent> <exchange>`'s request, for the live parent."""
-    parent = formatting.federation_parent(record)
-    namespace = argparse.Namespace(
-        parent=Parent(parent, False), exchange=record["exchange"], vhost=record.get("vhost", VHOST)
-    )
-    return ("federations.delete", federation_identity(namespace))
-
-
-# -- how objects are named and described in the plan -------------------------------------------
-
-
-def exchange_detail(record: dict[str, Any]) -> list[str]:
-    detail = [str(record.get("type")), "durable" if record.get("durable") else "transient"]
-    detail += [flag.replace("_", "-") for flag in ("auto_delete", "internal") if record.get(flag)]
-    return detail
-
-
-def queue_detail(record: dict[str, Any]) -> list[str]:
-    detail = ["durable" if record.get("durable") else "transient"]
-    if record.get("auto_delete"):
-        detail.append("auto-delete")
-    if record.get("messages"):
-        detail.append(f"{record['messages']} message(s)")
-    if record.get("consumers"):
-        detail.append(f"{record['consumers']} consumer(s)")
-    return detail
-
-
-def link_detail(durable: bool, transport: str) -> list[str]:
-    return ["durable" if durable else "transient", transport]
-
-
-def route_name(kind: str, exchange: str, key: str | None, queue: str | None, push: bool, far: Node) -> str:
-    """`dynamic fed.topic <= hub-us 127.0.0.1:5702` (pulled from there), `exchange
-    amq.topic(global.#) => ...` (pushed there), `queue amq.fanout(public) <= ...`."""
-    what = exchange if kind == "dynamic" else f"{exchange}({key if kind == 'exchange' else queue})"
-    return f"{kind} {what} {'=>' if push else '<='} {far.name} {far.endpoint}"
-
-
-def route_detail(attributes: dict[str, Any]) -> list[str]:
-    detail = ["durable" if attributes.get("durable") else "transient"]
-    if attributes.get("src_local"):
-        detail.append("push")
-    detail += [f"{name} {attributes[name]}" for name in ("ack", "credit") if attributes.get(name) is not None]
-    if attributes.get("tag") is not None:
-        detail.append(f"tag {show(attributes['tag'])}")
-    if attributes.get("excludes"):
-        detail.append(f"excludes {show(list(attributes['excludes']))}")
-    return detail
-
-
-def request_kind(method: str) -> str:
-    """The kind of object a management method is about (`routes.add` -> route)."""
-    return METHOD_KINDS[method.partition(".")[0]]
-
-
-def ordered_requests(changes: list[Change]) -> list[tuple[int, Request]]:
-    """Every request of the plan in the order apply sends them, each with its change's index:
-    first every delete, federations first and exchanges last, then every create, exchanges
-    first and federations last (a replaced object's delete and create land in their phases)."""
-
-    def phase(item: tuple[int, Request]) -> tuple[int, int]:
-        method = item[1][0]
-        order = KINDS.index(request_kind(method))
-        return (0, -order) if method.endswith(".delete") else (1, order)
-
-    numbered = [(index, request) for index, change in enumerate(changes) for request in change.requests]
-    return sorted(numbered, key=phase)

@@ -20,9 +20,10 @@ from federation.cli.common import broker_address as address
 from federation.cli.management_client import ManagementFailed
 from gateway.broker.names import STANDARD_EXCHANGES
 from topology.apply import apply_plan
+from topology.changes import Plan, ordered_requests
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import Binding, Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology
-from topology.plan import Plan, diff, ordered_requests
+from topology.plan import diff
 
 A, B = "127.0.0.1:5701", "127.0.0.1:5702"
 
