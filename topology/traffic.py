@@ -46,13 +46,20 @@ class TrafficReport:
         return self.expected == +self.arrived
 
     def lines(self) -> list[str]:
-        """One row per queue that should get or got messages; what is missing or extra said last."""
+        """One row per queue that should get or got messages, then the verdict."""
         rows = [
-            [queue, node, str(self.expected[(node, queue)]), str(self.arrived[(node, queue)])]
+            [node, queue, str(self.expected[(node, queue)]), str(self.arrived[(node, queue)])]
             for node, queue in sorted(self.expected.keys() | (+self.arrived).keys())
         ]
-        columns = (("Queue", 12), ("Node", 10), ("Expected", 10), ("Arrived", 0))
-        verdict = "every message arrived where the topology sends it" if self.ok else "MISMATCH"
+        columns = (("Node", 12), ("Queue", 12), ("Expected", 10), ("Arrived", 0))
+        differing = sum(
+            self.expected[row] != self.arrived[row] for row in self.expected.keys() | self.arrived.keys()
+        )
+        verdict = (
+            "every message arrived where the topology sends it"
+            if self.ok
+            else f"MISMATCH in {differing} queue(s): not what the topology sends there"
+        )
         heading = f"Traffic: {self.count} message(s) from each of {self.publishers} publisher(s):"
         return ["", heading, "", *table(columns, rows), "", f"Traffic: {verdict}."]
 

@@ -1,0 +1,64 @@
+"""The pieces of `amq-gateway up` that need no node: the traffic verdict, which hosts are this
+machine's, and the serve command line of a node."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from topology.model import Node
+from topology.processes import is_local, serve_command
+from topology.traffic import TrafficReport
+
+
+def test_traffic_report_matching() -> None:
+    report = TrafficReport(2, 1, Counter({("a", "q"): 2}), Counter({("a", "q"): 2}))
+    assert report.ok
+    assert report.lines() == [
+        "",
+        "Traffic: 2 message(s) from each of 1 publisher(s):",
+        "",
+        "Node        Queue       Expected  Arrived",
+        "=========================================",
+        "a           q           2         2",
+        "",
+        "Traffic: every message arrived where the topology sends it.",
+    ]
+
+
+def test_traffic_report_names_missing_and_unexpected_arrivals() -> None:
+    expected = Counter({("a", "q"): 2, ("b", "q"): 2})
+    arrived = Counter({("a", "q"): 2, ("b", "q"): 1, ("c", "stray"): 1})
+    report = TrafficReport(2, 1, expected, arrived)
+    assert not report.ok
+    lines = report.lines()
+    assert "b           q           2         1" in lines
+    assert "c           stray       0         1" in lines
+    assert lines[-1] == "Traffic: MISMATCH in 2 queue(s): not what the topology sends there."
+
+
+def test_a_queue_that_lost_messages_is_no_match() -> None:
+    """Depth differences can be negative (a consumer took some): never counted as arrivals."""
+    report = TrafficReport(1, 1, Counter({("a", "q"): 1}), Counter({("a", "q"): 1, ("b", "r"): -3}))
+    assert report.ok
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0", "127.0.0.2"])
+def test_this_machine(host: str) -> None:
+    assert is_local(host)
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1", "203.0.113.9", "no-such-host.invalid"])
+def test_elsewhere(host: str) -> None:
+    assert not is_local(host)
+
+
+def test_serve_command_names_the_node_its_data_and_users() -> None:
+    node = Node("hub-eu", "127.0.0.1", 5701, users="/etc/amq/users.toml")
+    command = serve_command(node, Path("var/hub-eu"))
+    assert command[1:] == [
+        *("-m", "gateway.cli", "serve", "--name", "hub-eu", "--host", "127.0.0.1", "--port", "5701"),
+        *("--data-dir", "var/hub-eu", "--users", "/etc/amq/users.toml"),
+    ]
