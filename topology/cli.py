@@ -57,8 +57,7 @@ async def draw(context: Any, args: argparse.Namespace) -> int:
         raise Refused(f"--from {start}: no node of that name in {args.file}")
     if args.live:
         state = await read_live(topology, context.options.timeout)
-        live = {name: node if isinstance(node, str) else node.view for name, node in state.nodes.items()}
-        lines, drift = compare_views(topology, expected_views(topology), live)
+        lines, drift = compare_views(topology, expected_views(topology), state.views())
         print("\n".join(lines))
         return EXIT_FAILED if drift else 0
     if args.format == "png":
@@ -69,10 +68,10 @@ async def draw(context: Any, args: argparse.Namespace) -> int:
             raise Refused(str(error)) from None
         print(f"wrote {output}")
         return 0
-    text = {
-        "text": lambda: "\n".join(offline_map(topology, start)),
-        "json": lambda: render_json(topology),
-    }.get(args.format, lambda: render_dot(topology))()
+    if args.format == "text":
+        text = "\n".join(offline_map(topology, start))
+    else:
+        text = render_json(topology) if args.format == "json" else render_dot(topology)
     if args.output:
         args.output.write_text(text + "\n")
         print(f"wrote {args.output}")

@@ -54,6 +54,10 @@ class LiveState:
         """The nodes that could not be read, with the reason."""
         return {name: state for name, state in self.nodes.items() if isinstance(state, str)}
 
+    def views(self) -> dict[str, NodeView | str]:
+        """What `route map` reads of each node, or why the node could not be read."""
+        return {name: state if isinstance(state, str) else state.view for name, state in self.nodes.items()}
+
     def all_operational(self) -> bool:
         """Every node read, and on each every link and federation peering Operational."""
         return all(isinstance(state, LiveNode) and state.operational() for state in self.nodes.values())

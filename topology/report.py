@@ -13,8 +13,7 @@ from topology.routemap import walk_map
 def live_report(topology: Topology, state: LiveState) -> list[str]:
     """The map, then per node its link and federation tables (nodes without either are left
     out; a node that could not be read says why)."""
-    views = {name: node if isinstance(node, str) else node.view for name, node in state.nodes.items()}
-    lines = walk_map(topology, views)
+    lines = walk_map(topology, state.views())
     for name, node in state.nodes.items():
         endpoint = topology.nodes[name].endpoint
         if isinstance(node, str):
