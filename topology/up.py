@@ -108,7 +108,9 @@ async def run_topology(
         for line in report.lines():
             say(line)
         if not report.ok:
-            raise UpFailed("up: the demo traffic did not arrive as the topology says")
+            raise UpFailed(
+                "the demo traffic did not arrive as the topology says (the table above shows where)"
+            )
 
 
 def up(path: Path, var: Path, traffic: int, stay: bool) -> int:
