@@ -49,7 +49,7 @@ from typing import Any
 from federation.attachment import BEHAVIOURS
 from federation.interest import InterestTable
 from gateway.routing import freeze, matcher_for
-from topology.graph import dynamic_tags, federation_type
+from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 
 QueueAt = tuple[str, str]
@@ -139,7 +139,7 @@ def active_federations(topology: Topology, routes: list[Route]) -> dict[tuple[st
         exchange = topology.exchange(*place)
         if place in active or place in dynamic or exchange is None or federatable(exchange):
             continue
-        if federation.child == federation.parent or federation_type(federation) not in BEHAVIOURS:
+        if federation.child == federation.parent or topology.federation_type(federation) not in BEHAVIOURS:
             continue
         if _same_exchange(topology, federation.child, federation.parent, federation.exchange, True):
             active[place] = federation
@@ -181,7 +181,9 @@ class _Network:
                 bound.setdefault((route.source, route.exchange), []).append(
                     (route.key or "", {}, ("route", route))
                 )
-        subscribing = [f for f in self.federations.values() if BEHAVIOURS[federation_type(f)].subscribes]
+        subscribing = [
+            f for f in self.federations.values() if BEHAVIOURS[self.topology.federation_type(f)].subscribes
+        ]
         mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]] = {}
         for _ in range(len(subscribing) + 1):  # bindings climb one level per round
             for federation in subscribing:
@@ -281,7 +283,7 @@ class _Network:
             if not table.delivers_locally(copy.destinations):
                 found = []
         elif federation is not None and not copy.from_parent:
-            behaviour = BEHAVIOURS[federation_type(federation)]
+            behaviour = BEHAVIOURS[self.topology.federation_type(federation)]
             if behaviour.forwards == "all" or (behaviour.forwards == "unrouted" and not found):
                 onward.append(_moved(copy, federation.parent, copy.exchange, copy.key))
                 if not behaviour.routes_locally:

@@ -21,7 +21,6 @@ from itertools import islice
 import networkx as nx
 
 from federation.attachment import BEHAVIOURS
-from gateway.federation_config import ALIASES
 from topology.model import Binding, Federation, Link, Route, Topology
 
 Declaration = Link | Route | Federation
@@ -42,11 +41,6 @@ def describe(decl: Declaration) -> str:
     if decl.kind == "queue":
         return f"{what} from queue '{decl.queue}' into '{decl.exchange}'"
     return f"{what} on '{decl.exchange}'"
-
-
-def federation_type(federation: Federation) -> str:
-    """The federation's type with the OpenAMQ alias resolved (data -> fanout)."""
-    return ALIASES.get(federation.type, federation.type)
 
 
 def ends(decl: Declaration) -> tuple[str, str]:
@@ -125,7 +119,7 @@ def flow_graph(topology: Topology, exchange: str) -> nx.MultiDiGraph:
     for federation in topology.federations:
         if federation.exchange != exchange or federation.child not in known or federation.parent not in known:
             continue
-        behaviour = BEHAVIOURS.get(federation_type(federation))
+        behaviour = BEHAVIOURS.get(topology.federation_type(federation))
         if behaviour is None:
             continue
         if behaviour.forwards is not None:

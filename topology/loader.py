@@ -10,15 +10,13 @@ or queues, and duplicates, are the planner's findings (topology.checks).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.federation_config import ALIASES
 from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
 from topology import schema
 from topology.model import (
-    BUILT_IN_EXCHANGES,
     GUEST,
     Binding,
     Credentials,
@@ -315,16 +313,13 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
     partial = Topology(
         content.name or Path(path).stem, path, nodes, exchanges, queues, bindings, links, routes
     )
-    federations = tuple(
+    written = (
         Federation(
-            values["child"],
-            values["parent"],
-            values["exchange"],
-            _federation_type(partial, values),
-            where=doc.where(where),
+            values["child"], values["parent"], values["exchange"], values.get("type", ""), doc.where(where)
         )
         for where, values in entries["federations"]
     )
+    federations = tuple(replace(each, type=partial.federation_type(each)) for each in written)
     publishers = tuple(
         Publisher(values["node"], values["exchange"], key=values.get("key", ""), where=doc.where(where))
         for where, values in entries["publishers"]
@@ -364,19 +359,3 @@ def _route(values: dict[str, Any], where: str) -> Route:
         excludes=values.get("excludes", ()),
         where=where,
     )
-
-
-def _federation_type(topology: Topology, values: dict[str, Any]) -> str:
-    """The type as written ("data" is fanout), else by the exchange's type as the child (or
-    the parent, or any node) declares it: service for direct, fanout otherwise."""
-    given = values.get("type")
-    if given is not None:
-        return ALIASES.get(given, given)
-    name = values["exchange"]
-    exchange = (
-        topology.exchange(values["child"], name)
-        or topology.exchange(values["parent"], name)
-        or next((each for each in topology.exchanges if each.name == name), None)
-    )
-    kind = exchange.type if exchange is not None else BUILT_IN_EXCHANGES.get(name)
-    return "service" if kind == "direct" else "fanout"

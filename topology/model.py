@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from federation.address import BrokerAddress
 from gateway.broker.names import STANDARD_EXCHANGES
-from gateway.federation_config import cannot_federate
+from gateway.federation_config import ALIASES, cannot_federate
 
 #: Exchanges every node has without declaring them, with their types.
 BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)
@@ -159,8 +159,9 @@ class Federation:
     child: str
     parent: str
     exchange: str
-    #: subscriber, publisher, locator, fanout or service; the loader resolves the default
-    #: (service for a direct exchange, fanout otherwise) when the exchange's type is known.
+    #: subscriber, publisher, locator, fanout or service as loaded (the loader resolves
+    #: aliases and the default); topologies built in code may leave it to
+    #: `Topology.federation_type`, which everything that reads a type goes through.
     type: str
     where: str = ""
 
@@ -196,6 +197,21 @@ class Topology:
         if name in BUILT_IN_EXCHANGES and node in self.nodes:
             return Exchange(node, name, BUILT_IN_EXCHANGES[name], durable=True)
         return None
+
+    def federation_type(self, federation: Federation) -> str:
+        """The type the child records for `federation`: as written (`data` is fanout), else by
+        the exchange's type as the child, the parent or any node declares it: service for a
+        direct exchange, fanout otherwise (federation.attachment's default)."""
+        if federation.type:
+            return ALIASES.get(federation.type, federation.type)
+        name = federation.exchange
+        exchange = (
+            self.exchange(federation.child, name)
+            or self.exchange(federation.parent, name)
+            or next((each for each in self.exchanges if each.name == name), None)
+        )
+        kind = exchange.type if exchange is not None else BUILT_IN_EXCHANGES.get(name)
+        return "service" if kind == "direct" else "fanout"
 
     def queue(self, node: str, name: str) -> Queue | None:
         return next((q for q in self.queues if q.node == node and q.name == name), None)

@@ -52,7 +52,6 @@ from federation.cli.route_cli import (
 )
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
 from gateway.broker.names import RESERVED_PREFIX
-from gateway.federation_config import ALIASES
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Route, Topology
@@ -479,7 +478,10 @@ class _NodeDiff:
             name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
             namespace = federation_namespace(federation, parent)
             add = ("federations.add", federation_arguments(namespace, options(True)))
-            attributes = {"parent": f"{parent.host}:{parent.port}", "type": self.federation_type(federation)}
+            attributes = {
+                "parent": f"{parent.host}:{parent.port}",
+                "type": self.topology.federation_type(federation),
+            }
             record = live.get(federation.exchange)
             if record is None:
                 self.change("create", "federation", name, [attributes["type"], "durable"], add)
@@ -498,11 +500,3 @@ class _NodeDiff:
                 continue
             name = f"{exchange} => {peer.name} {peer.endpoint}"
             self.extra("federation", name, exchange, [str(record.get("type"))], federation_delete(record))
-
-    def federation_type(self, federation: Federation) -> str:
-        """The type federations.list shows: the file's, `data` read as fanout; none given, the
-        node's default for the exchange's type."""
-        if federation.type:
-            return ALIASES.get(federation.type, federation.type)
-        exchange = self.topology.exchange(federation.child, federation.exchange)
-        return "service" if exchange is not None and exchange.type == "direct" else "fanout"

@@ -41,7 +41,6 @@ from typing import Any
 import graphviz
 
 from topology.model import Route, Topology
-from topology.routemap import federation_type
 
 #: Route arrows by kind.
 ROUTE_COLOURS = {"dynamic": "#1f6fb4", "exchange": "#2e9b3a", "queue": "#e07b10"}
@@ -169,7 +168,7 @@ def topology_document(topology: Topology) -> dict[str, Any]:
                     "child": federation.child,
                     "parent": federation.parent,
                     "exchange": federation.exchange,
-                    "type": federation_type(topology, federation),
+                    "type": topology.federation_type(federation),
                 }
                 for federation in topology.federations
             ],
@@ -322,7 +321,7 @@ def _draw_edges(dot: graphviz.Digraph, topology: Topology) -> dict[str, list[str
             used["route"].append(route.kind)
     for federation in topology.federations:
         if federation.child in known and federation.parent in known:
-            kind = federation_type(topology, federation)
+            kind = topology.federation_type(federation)
             colour = FEDERATION_COLOURS.get(kind, "black")
             dot.edge(
                 federation.child,

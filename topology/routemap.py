@@ -30,7 +30,7 @@ from federation.address import BrokerAddress
 from federation.cli import formatting
 from federation.cli.route_cli import MapWalk, NodeView
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
-from gateway.federation_config import ALIASES, DEFAULT_LOGIN
+from gateway.federation_config import DEFAULT_LOGIN
 from topology.model import GUEST, VHOST, Federation, Link, Node, Route, Topology
 
 #: The state of a link or peering that is up.
@@ -127,15 +127,6 @@ def route_record(topology: Topology, route: Route) -> Record:
     }
 
 
-def federation_type(topology: Topology, federation: Federation) -> str:
-    """The federation's type as the child records it: `data` is fanout; none given is service
-    for a direct exchange and fanout otherwise (federation.attachment.normalize_type)."""
-    if federation.type:
-        return ALIASES.get(federation.type, federation.type)
-    exchange = topology.exchange(federation.child, federation.exchange)
-    return "service" if exchange is not None and exchange.type == "direct" else "fanout"
-
-
 def federation_record(topology: Topology, federation: Federation) -> Record:
     """A federations.list record as the child lists it (federation.attachment.Attachment.record):
     stored (durable, as the file's links and routes are by default), logging in to the parent
@@ -147,7 +138,7 @@ def federation_record(topology: Topology, federation: Federation) -> Record:
     return {
         "exchange": federation.exchange,
         "vhost": VHOST,
-        "type": federation_type(topology, federation),
+        "type": topology.federation_type(federation),
         "parent": f"{parent.host}:{parent.port}",
         "login": login,
         "durable": True,

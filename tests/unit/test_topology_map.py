@@ -12,7 +12,7 @@ from federation.cli.route_cli import NodeView
 from tests.unit.test_route_cli import SEED_ROUTE_MAP, FakeNetwork
 from topology.loader import load_topology_text
 from topology.model import Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology
-from topology.routemap import compare_views, expected_views, federation_type, offline_map
+from topology.routemap import compare_views, expected_views, offline_map
 
 
 def local_nodes(*names_and_ports: tuple[str, int], **regions: str) -> dict[str, Node]:
@@ -171,7 +171,7 @@ def amq_route_commands(topology: Topology) -> list[list[str]]:
         else:
             commands.append([*options, "queue", "add", *ends, route.exchange, str(route.queue)])
     for federation in topology.federations:
-        kind = ["--type", federation_type(topology, federation)]  # the fake's default is fanout
+        kind = ["--type", topology.federation_type(federation)]  # the fake's default is fanout
         commands.append(
             ["federate", "add", at[federation.child], at[federation.parent], federation.exchange, *kind]
         )
