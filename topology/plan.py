@@ -50,11 +50,10 @@ from federation.cli.route_cli import (
     link_arguments,
     route_arguments,
 )
-from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
 from gateway.broker.names import RESERVED_PREFIX
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.live import LiveNode, LiveState, read_live
-from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Route, Topology
+from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Topology
 from topology.plan_requests import (
     Request,
     binding_request,
@@ -70,7 +69,10 @@ from topology.plan_requests import (
     route_name,
     show,
 )
+from topology.routemap import federation_record, route_record
 
+#: A route's attributes compared with the live one (its identity aside), as routes.list names them.
+ROUTE_ATTRIBUTES = ("src_local", "durable", "ack", "credit", "tag", "excludes")
 #: Queues federation declares for itself (bridge, outbox, durable route and peering queues).
 FEDERATION_QUEUE_PREFIX = "federation."
 
@@ -392,12 +394,15 @@ class _NodeDiff:
                 route.queue if route.kind == "queue" else None,
             )
             wanted.add(identity)
+            # What the holder will list once the route is added: the compared attributes, and
+            # the tag to send (its own, else the holder's from the file).
+            expected = route_record(self.topology, route)
             spec = RouteSpec(
                 route.kind,
                 route.exchange,
                 key=identity[3],
                 queue=identity[4],
-                tag=self.route_tag(route),
+                tag=expected["tag"],
                 excludes=tuple(route.excludes),
             )
             add = (
@@ -409,7 +414,7 @@ class _NodeDiff:
                 ),
             )
             name = route_name(route.kind, route.exchange, identity[3], identity[4], route.push, far)
-            wanted_attributes = self.route_attributes(route, spec)
+            wanted_attributes = {attribute: expected[attribute] for attribute in ROUTE_ATTRIBUTES}
             record = live.get(identity)
             local = route.queue if route.kind == "queue" and route.push else route.exchange
             local_kind = "queue" if route.kind == "queue" and route.push else "exchange"
@@ -429,30 +434,8 @@ class _NodeDiff:
             push = bool(record.get("src_local"))
             spec = RouteSpec(identity[1], identity[2], key=identity[3], queue=identity[4])
             name = route_name(identity[1], identity[2], identity[3], identity[4], push, peer)
-            detail = route_detail(
-                {key: record.get(key) for key in ("src_local", "durable", "ack", "credit", "tag", "excludes")}
-            )
+            detail = route_detail({attribute: record.get(attribute) for attribute in ROUTE_ATTRIBUTES})
             self.extra("route", name, identity, detail, route_delete(peer, spec))
-
-    def route_tag(self, route: Route) -> str | None:
-        """The tag sent for a dynamic or exchange route: its own, else its holder's tag when the
-        file gives the node one (None: the node's default, its name)."""
-        if route.kind == "queue":
-            return None
-        return route.tag if route.tag is not None else (self.node.tag or None)
-
-    @staticmethod
-    def route_attributes(route: Route, spec: RouteSpec) -> dict[str, Any]:
-        """The compared attributes as routes.list shows them after routes.add (the node's
-        default ack and credit for none or 0)."""
-        return {
-            "src_local": route.push,
-            "durable": route.durable,
-            "ack": route.ack or DEFAULT_ACK,
-            "credit": route.credit or DEFAULT_CREDIT,
-            "tag": spec.tag,
-            "excludes": list(spec.excludes) if route.kind != "queue" else [],
-        }
 
     def federations(self) -> None:
         live = {
@@ -478,10 +461,8 @@ class _NodeDiff:
             name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
             namespace = federation_namespace(federation, parent)
             add = ("federations.add", federation_arguments(namespace, options(True)))
-            attributes = {
-                "parent": f"{parent.host}:{parent.port}",
-                "type": self.topology.federation_type(federation),
-            }
+            expected = federation_record(self.topology, federation)
+            attributes = {attribute: expected[attribute] for attribute in ("parent", "type")}
             record = live.get(federation.exchange)
             if record is None:
                 self.change("create", "federation", name, [attributes["type"], "durable"], add)
