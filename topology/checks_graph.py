@@ -325,12 +325,19 @@ def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
 # -- resilience ----------------------------------------------------------------------------------------
 
 
+def _parts(graph: nx.Graph) -> str:
+    """The groups of nodes a cut leaves, smallest first: `[a] | [b, c]`."""
+    parts = sorted((_group(c) for c in nx.connected_components(graph)), key=lambda text: (len(text), text))
+    return " | ".join(parts)
+
+
 def check_articulation_points(topology: Topology) -> Iterator[Finding]:
     graph = connection_graph(topology)
     for node in sorted(nx.articulation_points(graph), key=list(topology.nodes).index):
         rest = graph.subgraph(nx.node_connected_component(graph, node) - {node})
-        parts = sorted((_group(c) for c in nx.connected_components(rest)), key=lambda text: (len(text), text))
-        message = f"node '{node}' is a single point of failure: without it, {' | '.join(parts)} cannot reach each other"
+        message = (
+            f"node '{node}' is a single point of failure: without it, {_parts(rest)} cannot reach each other"
+        )
         yield Finding("warning", "single-point-of-failure", message, topology.nodes[node].where)
 
 
@@ -340,10 +347,9 @@ def check_bridges(topology: Topology) -> Iterator[Finding]:
         decls = graph.edges[u, v]["decls"]
         rest = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
         rest.remove_edge(u, v)
-        parts = sorted((_group(c) for c in nx.connected_components(rest)), key=lambda text: (len(text), text))
         message = (
             f"the connection {u} - {v} ({', '.join(describe(d) for d in decls)}) is a single point of "
-            f"failure: without it, {' | '.join(parts)} cannot reach each other"
+            f"failure: without it, {_parts(rest)} cannot reach each other"
         )
         yield Finding("warning", "bridge", message, decls[0].where)
 
