@@ -22,13 +22,11 @@ from federation.stamps import Stamp, read_stamp, stamped
 from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
+from gateway.jsonbody import load_json
 from gateway.management import jsonable
 from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("federation.dynamic")
-
-#: Where a downstream node publishes its adverts (a built-in exchange on every node).
-CONTROL_EXCHANGE = "amq.gateway.federation"
 
 
 class FederatedExchange:
@@ -143,7 +141,7 @@ def encode_adverts(exchange: str, sender: str, bridge_queue: str, adverts: set[A
 def decode_adverts(body: bytes) -> tuple[str, str, str, set[Advert]]:
     """(exchange, sender, bridge queue, adverts) from a control message; ValueError if malformed."""
     try:
-        message = json.loads(body)
+        message = load_json(body)
         adverts = {
             Advert.of(str(a["origin"]), str(a["key"]), dict(a["arguments"]), tuple(str(p) for p in a["path"]))
             for a in message["adverts"]

@@ -30,7 +30,7 @@ import trio
 from pamqp import commands
 
 from federation.address import BrokerAddress
-from federation.dynamic import CONTROL_EXCHANGE, FederatedExchange, decode_adverts, encode_adverts
+from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.local import LocalChannelClosed
 from federation.routes import (
     Forwarder,
@@ -45,6 +45,7 @@ from gateway.broker.exchange import Exchange
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.management import ManagementError
+from gateway.names import CONTROL_EXCHANGE
 from gateway.wire import make_method
 from gateway.wire.content import Content
 

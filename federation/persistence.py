@@ -22,13 +22,13 @@ routes work for the node's lifetime and nothing outlives it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
+from gateway.store.opening import private_file
 from gateway.store.tables import canonical, dump_table, load_table
 
 DB_FILE = "federation.db"
@@ -110,8 +110,7 @@ class FederationStore:
             db = sqlite3.connect(":memory:")
         else:
             path = Path(data_dir) / DB_FILE
-            path.touch(mode=0o600, exist_ok=True)
-            os.chmod(path, 0o600)
+            private_file(path)
             db = sqlite3.connect(path)
             db.execute("PRAGMA synchronous = FULL")
         with db:

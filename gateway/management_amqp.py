@@ -3,10 +3,15 @@
 Any AMQP client can manage a node this way, on the node's one port, authenticated like any
 client; the CLIs do. A request is a message on the exchange MANAGEMENT_EXCHANGE with a
 `reply_to` queue, an optional `correlation_id` and a JSON body
-``{"method": "queues.add", "arguments": {...}}``. The answer, on the default exchange to
-`reply_to` with the same correlation id, is ``{"ok": true, "result": ...}`` or
+``{"method": "queues.add", "arguments": {...}}``. The answer, to `reply_to` with the same
+correlation id, is ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error": {"kind": ..., "message": ...}}``. Only users tagged `administrator`
 may manage a node.
+
+Requests and replies are private: the exchange is one the node handles itself (nobody can bind
+a queue to it, so nobody reads another user's `links.add` and its password), and `reply_to`
+must name an exclusive queue of the requesting connection, so a reply never lands in a queue
+someone else reads.
 """
 
 from __future__ import annotations
@@ -17,13 +22,33 @@ from typing import Any
 
 from pamqp import commands
 
+from gateway.broker import Session
+from gateway.broker.names import describe
+from gateway.jsonbody import load_json
 from gateway.management import Management, ManagementError
 from gateway.wire.content import Content
+from gateway.wire.errors import precondition_failed
 
 LOGGER = logging.getLogger("gateway.management")
 
-MANAGEMENT_EXCHANGE = "amq.gateway.management"
 ADMINISTRATOR_TAG = "administrator"
+_PUBLISH = commands.Basic.Publish()
+
+
+def handle_request(management: Management, session: Session, request: Content) -> None:
+    """The broker's handler for MANAGEMENT_EXCHANGE: answer a request into the requester's own
+    exclusive reply queue; 406 on the publishing channel if it names none."""
+    vhost = session.vhost
+    reply_to = request.reply_to
+    queue = vhost.queues.get(reply_to) if reply_to else None
+    if queue is None or queue.owner is not session:
+        named = f"{describe('queue', reply_to, vhost.name)}" if reply_to else "no queue"
+        raise precondition_failed(
+            "a management request's reply_to must name an exclusive queue of the requesting"
+            f" connection; it names {named}",
+            _PUBLISH,
+        )
+    vhost.publish(vhost.exchanges[""], reply_to, answer(management, session.user, request), 0)
 
 
 def answer(management: Management, user: Any, request: Content) -> Content:
@@ -47,8 +72,8 @@ def answer(management: Management, user: Any, request: Content) -> Content:
 def parse_request(body: bytes) -> tuple[str, dict[str, Any]]:
     """(method, arguments) from a request body, with a usage error naming what is wrong."""
     try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        request = load_json(body)
+    except ValueError as exc:  # not UTF-8, not JSON, or nested too deep
         raise ManagementError("usage", f"the request is not JSON: {exc}") from None
     if not isinstance(request, dict) or not isinstance(request.get("method"), str):
         raise ManagementError("usage", 'a request is a JSON object with a "method" string')

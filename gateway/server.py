@@ -23,20 +23,20 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import trio
 from pamqp import commands
 
-from federation.dynamic import CONTROL_EXCHANGE
 from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
-from gateway.management_amqp import MANAGEMENT_EXCHANGE
-from gateway.management_amqp import answer as answer_management
+from gateway.management_amqp import handle_request
+from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.security import AuthenticationFailed, UsersDB, authenticate
 from gateway.store import Store
 from gateway.wire import events
@@ -120,6 +120,12 @@ class Node:
             settings=federation,
         )
         self.management.operations.update(self.federation.operations())
+        self.broker.exchange_handlers.update(
+            {
+                MANAGEMENT_EXCHANGE: partial(handle_request, self.management),
+                CONTROL_EXCHANGE: self._receive_adverts,
+            }
+        )
         self.handlers: set[ConnectionHandler] = set()
         self._commit_wanted = trio.Event()
         self._deadline_moved = trio.Event()
@@ -173,6 +179,10 @@ class Node:
             self.broker.on_durable(await self.store.commit())
         if self._handler_nursery is not None:
             self._handler_nursery.cancel_scope.cancel()
+
+    def _receive_adverts(self, session: Session, content: Content) -> None:
+        """The broker's handler for CONTROL_EXCHANGE: a downstream node's adverts."""
+        self.federation.receive_adverts(session.vhost, content.body)
 
     def want_commit(self) -> None:
         """Called after model changes: wakes the committer if the store has buffered writes."""
@@ -499,22 +509,6 @@ class ConnectionHandler:
         assert self.session is not None
         self.session.handle_publish(
             event.channel, event.exchange, event.routing_key, event.mandatory, event.immediate, event.content
-        )
-        if event.exchange == MANAGEMENT_EXCHANGE:
-            self._answer_management(event.content)
-        elif event.exchange == CONTROL_EXCHANGE:
-            self.node.federation.receive_adverts(self.session.vhost, event.content.body)
-
-    def _answer_management(self, request: Content) -> None:
-        """Run a management request published by this client and queue the reply for it."""
-        assert self.session is not None
-        reply_to = request.reply_to
-        if not reply_to:
-            LOGGER.warning("%s: management request without reply_to ignored", self.peer)
-            return
-        vhost = self.session.vhost
-        vhost.publish(
-            vhost.exchanges[""], reply_to, answer_management(self.node.management, self.user, request), 0
         )
 
     def _on_protocol_error(self, event: events.ProtocolErrorOccurred) -> None:

@@ -24,12 +24,11 @@ import trio
 from pamqp import commands
 
 from federation.errors import ClientError
+from gateway.names import MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
 
 if TYPE_CHECKING:
     from federation.address import BrokerAddress
-
-MANAGEMENT_EXCHANGE = "amq.gateway.management"
 
 
 class ManagementFailed(Exception):

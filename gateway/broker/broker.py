@@ -10,7 +10,7 @@ from gateway.broker.arguments import parse_queue_arguments
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox
-from gateway.broker.session import Session
+from gateway.broker.session import ExchangeHandler, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
 from gateway.store.records import Snapshot
@@ -43,6 +43,10 @@ class Broker:
         self.on_deadline: Callable[[float], None] | None = None
         #: Called with each exchange created (federation attaches matching ones).
         self.on_exchange_created: Callable[[Exchange], None] | None = None
+        #: Exchanges the node handles itself, by name, in every vhost: a publish there goes to
+        #: the handler and to no queue, and nobody may bind to or from such an exchange, so no
+        #: user can read what others send there (management requests carry passwords).
+        self.exchange_handlers: dict[str, ExchangeHandler] = {}
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()

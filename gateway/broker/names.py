@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import os
 
+from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
+
 #: Exchanges every vhost has, with their types (the last three are OpenAMQ's ESB exchanges).
 STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
     ("", "direct"),
@@ -16,10 +18,9 @@ STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
     ("amq.service", "direct"),
     ("amq.data", "topic"),
     ("amq.dataex", "headers"),
-    # Management requests (gateway.management_amqp); publishing there is how tools manage a node.
-    ("amq.gateway.management", "direct"),
-    # Dynamic routes' adverts (federation.dynamic_route); the server hands them to federation.
-    ("amq.gateway.federation", "direct"),
+    # Handled by the node itself (Broker.exchange_handlers), never routed to queues.
+    (MANAGEMENT_EXCHANGE, "direct"),
+    (CONTROL_EXCHANGE, "direct"),
 )
 
 RESERVED_PREFIX = "amq."

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 PUBLISH = commands.Basic.Publish()
 
 Handler = Callable[["Session", Channel, Any], None]
+#: A message published to an exchange the node handles itself (see Broker.exchange_handlers).
+ExchangeHandler = Callable[["Session", Content], None]
 
 
 class Hold(Protocol):
@@ -141,6 +143,12 @@ class Session:
             raise access_refused(
                 f"cannot publish to internal {describe('exchange', exchange, self.vhost.name)}", PUBLISH
             )
+        handle = self.broker.exchange_handlers.get(exchange)
+        if handle is not None:
+            # Never routed, never part of a transaction: the node answers it now.
+            handle(self, content)
+            self._confirm(channel, 0, accepted=True)
+            return
         if content.expiration is not None:
             try:
                 expiration_deadline(content, 0.0)
@@ -161,11 +169,17 @@ class Session:
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
         if not reached and mandatory:
             self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
+        if channel.confirms is not None:
+            store = self.broker.store
+            self._confirm(channel, store.ticket() if stored and store is not None else 0, not refused)
+
+    def _confirm(self, channel: Channel, ticket: int, accepted: bool) -> None:
+        """Settle the publish just handled on a channel in confirm mode (ack once `ticket` is
+        durable, or nack); a channel not in confirm mode has nothing to settle."""
         confirms = channel.confirms
         if confirms is not None:
             broker = self.broker
-            ticket = broker.store.ticket() if stored and broker.store is not None else 0
-            if confirms.settle(confirms.take_tag(), ticket, not refused, broker.durable_ticket):
+            if confirms.settle(confirms.take_tag(), ticket, accepted, broker.durable_ticket):
                 broker.wait_for_durable(channel)
 
     def handle_ack(self, number: int, delivery_tag: int, multiple: bool) -> None:

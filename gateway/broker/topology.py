@@ -108,6 +108,14 @@ def exchange_unbind(session: Session, channel: Channel, method: commands.Exchang
 
 
 def _bind(session: Session, source: Exchange, destination: Any, key: str, method: Any) -> None:
+    handlers = session.broker.exchange_handlers
+    for exchange in (source, destination):
+        if isinstance(exchange, Exchange) and exchange.name in handlers:
+            raise access_refused(
+                f"cannot bind to or from {describe('exchange', exchange.name, session.vhost.name)}:"
+                " the node handles what is published there and routes it to no queue",
+                method,
+            )
     try:
         session.vhost.bind(source, destination, key, dict(method.arguments or {}))
     except ValueError as exc:

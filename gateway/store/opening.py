@@ -55,11 +55,24 @@ _UPGRADES = {
 }
 
 
+#: Data files hold messages and peers' passwords: readable by the node's user only, like the
+#: users file. SQLite gives a database's -wal and -shm files the database file's mode.
+PRIVATE_MODE = 0o600
+
+
+def private_file(path: Path) -> None:
+    """Create `path` readable by its owner only, or make an existing one so (stores made
+    before files were private become private when next opened)."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_MODE))
+    os.chmod(path, PRIVATE_MODE)
+
+
 def lock_data_dir(data_dir: Path) -> int:
     """flock the data dir's LOCK file and write our pid in it; the lock dies with the process."""
     path = data_dir / LOCK_FILE
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_MODE)
+        os.fchmod(fd, PRIVATE_MODE)
     except OSError as exc:
         raise StoreError(f"cannot open the lock file {path}: {exc}") from exc
     try:
@@ -79,8 +92,13 @@ def lock_data_dir(data_dir: Path) -> int:
 def connect(path: Path) -> tuple[sqlite3.Connection, int]:
     """Open (or create) the database; returns it with the highest enqueue sequence number."""
     try:
+        private_file(path)
+        for suffix in ("-wal", "-shm"):  # left by a node that was killed, maybe before 0600
+            companion = path.with_name(path.name + suffix)
+            if companion.exists():
+                os.chmod(companion, PRIVATE_MODE)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
+    except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the store {path}: {exc}") from exc
     try:
         created = migrate(db, path)

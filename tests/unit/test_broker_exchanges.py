@@ -391,3 +391,41 @@ def test_bad_alternate_exchange_argument_is_406():
 def test_unsupported_method_is_540():
     e = error(client(), commands.Basic.Deliver(consumer_tag="t", delivery_tag=1))
     assert e.reply_code == 540
+
+
+def test_a_handled_exchange_gives_publishes_to_its_handler_and_never_to_a_queue():
+    broker = Broker()
+    received = []
+    broker.exchange_handlers["amq.gateway.management"] = lambda session, body: received.append(
+        (session, body.body)
+    )
+    c = client(broker)
+    c.declare("spy")
+    vhost = broker.vhosts["/"]
+    # As a binding made by an older version and recovered from its store would be.
+    vhost.bind(vhost.exchanges["amq.gateway.management"], vhost.queues["spy"], "", {})
+    c.call(commands.Confirm.Select())
+    c.publish("amq.gateway.management", "", b"request", mandatory=True)
+    assert received == [(c.session, b"request")]
+    assert [(ack.delivery_tag, ack.multiple) for ack in c.outbox.methods(commands.Basic.Ack)] == [(1, False)]
+    assert not [m for m in c.outbox.sent if isinstance(m, Returned)]
+    assert len(vhost.queues["spy"].ready) == 0
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        commands.Queue.Bind(queue="q", exchange="handled"),
+        commands.Exchange.Bind(destination="amq.topic", source="handled"),
+        commands.Exchange.Bind(destination="handled", source="amq.topic"),
+    ],
+)
+def test_nobody_binds_to_or_from_a_handled_exchange(method):
+    broker = Broker()
+    broker.exchange_handlers["handled"] = lambda session, body: None
+    c = client(broker)
+    c.declare("q")
+    c.exchange("handled")
+    refused = error(c, method)
+    assert refused.reply_code == 403
+    assert "cannot bind to or from exchange 'handled'" in refused.reply_text
