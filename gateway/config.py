@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.tomlfile import ConfigError, Invalid, boolean, integer, read_toml, table_values
 
@@ -156,7 +157,7 @@ class NodeConfig:
     #: Vhosts that exist from the start; "/" always does.
     vhosts: tuple[str, ...] = ("/",)
     #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.
-    disk_free_limit: int = 50_000_000
+    disk_free_limit: int = DEFAULT_LIMIT
     federation: FederationSettings = FederationSettings()
 
     @property

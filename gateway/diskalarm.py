@@ -20,12 +20,17 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
-from gateway.broker import Broker
+if TYPE_CHECKING:
+    from gateway.broker import Broker
 
 LOGGER = logging.getLogger("gateway.disk")
+
+#: RabbitMQ's default disk_free_limit.
+DEFAULT_LIMIT = 50_000_000
 
 #: Seconds between checks when nothing is committed (space freed by others is seen this late).
 CHECK_INTERVAL = 1.0

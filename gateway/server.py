@@ -33,7 +33,7 @@ from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
-from gateway.diskalarm import DiskAlarm
+from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import MANAGEMENT_EXCHANGE
@@ -108,7 +108,7 @@ class Node:
         store: Store | None = None,
         limits: Limits = Limits(),
         federation: FederationSettings | None = None,
-        disk_free_limit: int = 50_000_000,
+        disk_free_limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.name = name
         self.users = users
