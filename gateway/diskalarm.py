@@ -86,8 +86,7 @@ class DiskAlarm:
                 self.limit,
             )
         elif free >= self.limit and self._alarm is not None:
-            if self.broker.alarm is self._alarm:
-                self.broker.alarm = None
+            self.broker.alarm = None
             self._alarm.clear()
             self._alarm = None
             LOGGER.info(

@@ -147,9 +147,10 @@ class Node:
         try:
             async with trio.open_nursery() as nursery:
                 self._handler_nursery = nursery
+                if self.store is not None:
+                    nursery.start_soon(self._commit_loop)
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
-                    nursery.start_soon(self._commit_loop)
                 nursery.start_soon(self._tick_loop)
                 # Before accepting: links check peers against our own addresses, and durable
                 # links restored here start reconnecting at once.
@@ -218,7 +219,8 @@ class Node:
         """Group commit: one transaction holds every write buffered since the last one.
 
         A failed write nacks the publishes it covered and leaves the node serving; the store
-        keeps the rest of the batch, retried after STORE_RETRY. Each commit rechecks the disk.
+        keeps the rest of the batch for the next write, STORE_RETRY later (not at once: the
+        disk is likely still full). Each commit rechecks the disk alarm.
         """
         assert self.store is not None and self.disk_alarm is not None
         while True:
@@ -229,7 +231,7 @@ class Node:
                 try:
                     self.broker.on_durable(await self.store.commit())
                 except WriteFailed as failure:
-                    LOGGER.error("%s; its publishes are nacked, retrying in %ss", failure, STORE_RETRY)
+                    LOGGER.error("%s; its publishes are nacked, next write in %ss", failure, STORE_RETRY)
                     self.broker.on_lost(failure.ticket)
                     failed = True
                 self.disk_alarm.check()
