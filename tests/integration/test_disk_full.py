@@ -89,7 +89,13 @@ class Publisher:
         return True
 
     def wait(self, fact: Callable[[], bool], what: str, node: NodeProcess) -> None:
-        wait_until(lambda: self.connection.process_data_events(0) or fact(), what, node)
+        """Wait for `fact`, letting pika read (and run callbacks) meanwhile."""
+
+        def seen() -> bool:
+            self.connection.process_data_events(0)
+            return fact()
+
+        wait_until(seen, what, node)
 
     def close(self) -> None:
         """Close, unless held: the node reads nothing from a held connection, not even a
