@@ -33,12 +33,13 @@ from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
+from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import handle_request
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.security import AuthenticationFailed, UsersDB, authenticate
-from gateway.store import Store
+from gateway.store import Store, WriteFailed
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
 from gateway.wire.content import Content
@@ -54,6 +55,8 @@ CLOSE_TIMEOUT = 3.0
 SHUTDOWN_GRACE = 5.0
 ACCEPT_RETRY_SLEEP = 0.1
 TICK_RETRY = 1.0
+#: Seconds between retries of a failed store write (a full disk; see gateway.store.database).
+STORE_RETRY = 1.0
 
 _CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
@@ -105,12 +108,14 @@ class Node:
         store: Store | None = None,
         limits: Limits = Limits(),
         federation: FederationSettings | None = None,
+        disk_free_limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.name = name
         self.users = users
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
+        self.disk_alarm = None if store is None else DiskAlarm(self.broker, store.data_dir, disk_free_limit)
         self.management = Management(self.broker, name)
         if store is not None:
             self.broker.recover(store.load())
@@ -150,6 +155,8 @@ class Node:
                 self._handler_nursery = nursery
                 if self.store is not None:
                     nursery.start_soon(self._commit_loop)
+                if self.disk_alarm is not None:
+                    nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self._tick_loop)
                 # Before accepting: links check peers against our own addresses, and durable
                 # links restored here start reconnecting at once.
@@ -219,13 +226,27 @@ class Node:
             await trio.aclose_forcefully(stream)
 
     async def _commit_loop(self) -> None:
-        """Group commit: one transaction holds every write buffered since the last one."""
-        assert self.store is not None
+        """Group commit: one transaction holds every write buffered since the last one.
+
+        A failed write nacks the publishes it covered and leaves the node serving; the store
+        keeps the rest of the batch for the next write, STORE_RETRY later (not at once: the
+        disk is likely still full). Each commit rechecks the disk alarm.
+        """
+        assert self.store is not None and self.disk_alarm is not None
         while True:
             await self._commit_wanted.wait()
             self._commit_wanted = trio.Event()
             while self.store.pending:
-                self.broker.on_durable(await self.store.commit())
+                failed = False
+                try:
+                    self.broker.on_durable(await self.store.commit())
+                except WriteFailed as failure:
+                    LOGGER.error("%s; its publishes are nacked, next write in %ss", failure, STORE_RETRY)
+                    self.broker.on_lost(failure.ticket)
+                    failed = True
+                self.disk_alarm.check()
+                if failed:
+                    await trio.sleep(STORE_RETRY)
 
     async def _tick_loop(self) -> None:
         """Expire message TTLs and unused queues when they fall due.

@@ -10,7 +10,7 @@ from gateway.broker.arguments import parse_queue_arguments
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox
-from gateway.broker.session import ExchangeHandler, Session
+from gateway.broker.session import ExchangeHandler, Hold, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
 from gateway.store.records import Snapshot
@@ -47,6 +47,9 @@ class Broker:
         #: the handler and to no queue, and nobody may bind to or from such an exchange, so no
         #: user can read what others send there (management requests carry passwords).
         self.exchange_handlers: dict[str, ExchangeHandler] = {}
+        #: Set while a resource alarm (the node's disk) holds every session that next
+        #: publishes a message the store has to write (see Session.publish).
+        self.alarm: Hold | None = None
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()
@@ -151,8 +154,16 @@ class Broker:
         if ticket <= self.durable_ticket:
             return
         self.durable_ticket = ticket
+        self._settle(ticket, lost=False)
+
+    def on_lost(self, ticket: int) -> None:
+        """The store failed to write `ticket` (every earlier one is settled): nack its
+        publishes. The messages stay in their queues, in memory only (gateway.store says why)."""
+        self._settle(ticket, lost=True)
+
+    def _settle(self, ticket: int, lost: bool) -> None:
         for channel in list(self._confirm_waiters):
-            if not channel.on_durable(ticket):
+            if not channel.on_durable(ticket, lost):
                 self._confirm_waiters.discard(channel)
 
     # -- timers -----------------------------------------------------------------------------

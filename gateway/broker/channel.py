@@ -10,7 +10,7 @@ from pamqp import commands
 from gateway.broker.confirms import Confirms
 from gateway.broker.message import Entry
 from gateway.wire.content import Content
-from gateway.wire.errors import precondition_failed
+from gateway.wire.errors import precondition_failed, resource_error
 
 if TYPE_CHECKING:
     from gateway.broker.outbox import Outbox
@@ -139,15 +139,27 @@ class Channel:
         self.commit_oks.append(ticket)
         return True
 
-    def on_durable(self, ticket: int) -> bool:
-        """The store committed up to `ticket`: release what waited; True if more still waits."""
+    def on_durable(self, ticket: int, lost: bool = False) -> bool:
+        """The store committed up to `ticket`, or `lost` that ticket's writes: release what
+        waited for it; True if more still waits.
+
+        A lost ticket nacks its publishes; a transaction whose commit waited for it cannot be
+        told so with Tx.Commit-Ok, so its channel is closed with 506 instead.
+        """
         commit_oks = self.commit_oks
         while commit_oks and commit_oks[0] <= ticket:
             commit_oks.popleft()
+            if lost:
+                self.outbox.close_channel(
+                    self.number,
+                    resource_error("the store failed to write the transaction", commands.Tx.Commit()),
+                )
+                self.session.close_channel(self.number)
+                return False
             self.send(commands.Tx.CommitOk())
         confirms = self.confirms
         if confirms is not None:
-            confirms.flush(ticket)
+            confirms.flush(ticket, lost)
             return confirms.pending or bool(commit_oks)
         return bool(commit_oks)
 

@@ -10,6 +10,7 @@ from .records import (
     Snapshot,
     StoreError,
     StoreLocked,
+    WriteFailed,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLocked",
+    "WriteFailed",
 ]

@@ -11,6 +11,17 @@ Checkpoints: SQLite's automatic checkpoint (every ~1000 WAL pages) runs at the e
 the committer's worker thread, never on the event loop. No other connection ever reads the
 database (the data dir is locked), so every checkpoint completes and the WAL restarts from its
 beginning; `journal_size_limit` then trims a WAL that a burst of large messages grew.
+
+Failed commits (a full disk, an I/O error) are not fatal. SQLite rolls the transaction back,
+so nothing of the failed batch is on disk, and `commit` raises `WriteFailed` with its ticket:
+the node nacks the publishes of that ticket and keeps serving. What the batch did is then
+split in two. Its new messages (`add_message`) are given up: their publishers were nacked, so
+nothing may claim them durable later, and they live on in memory only, as if transient (a
+restart loses them). Everything else (topology, acks, delivered flags) goes back in front of
+the next batch and is retried with it, in order, because later writes may depend on it (a
+message enqueued on a queue whose declaration failed, an ack of a message stored earlier). So
+a later ticket never confirms anything without the surviving writes of every failed ticket
+before it, and once there is space again the store goes on from where it was.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from .records import (
     QueueRecord,
     Snapshot,
     StoreError,
+    WriteFailed,
 )
 from .tables import canonical, dump_table, load_table
 
@@ -127,6 +139,16 @@ class _Batch:
         self.delivered = {key for key in self.delivered if other(key)}
         self.removed = {key for key in self.removed if other(key)}
 
+    def retry_before(self, later: _Batch) -> None:
+        """Put this failed batch's writes, except its new messages, in front of `later`.
+
+        Removals may stay in front of later additions (`_write` runs them first anyway);
+        delivered flags of the given-up messages and of entries removed since are dropped.
+        """
+        later.ops[:0] = self.ops
+        later.removed |= self.removed
+        later.delivered |= self.delivered.difference(self.enqueued, later.removed)
+
 
 class Store:
     """Durable vhosts, exchanges, queues, bindings and persistent messages of one node.
@@ -144,7 +166,6 @@ class Store:
         self._batch = _Batch()
         self._ticket = 1
         self._committing = trio.Lock()
-        self._failure: str | None = None
         self._closed = False
 
     @classmethod
@@ -317,12 +338,10 @@ class Store:
 
         The buffer is swapped first, so writes made while this runs go to the next ticket. A
         batch whose writes all cancelled out completes without touching the disk. A failed
-        write is fatal for the store: later commits raise too, because the lost batch cannot be
-        confirmed and nothing after it may be.
+        write raises `WriteFailed`: its new messages are given up and the rest of it is retried
+        with the next batch (see the module docstring).
         """
         async with self._committing:
-            if self._failure is not None:
-                raise StoreError(self._failure)
             batch, self._batch = self._batch, _Batch()
             ticket = self._ticket
             self._ticket += 1
@@ -330,11 +349,11 @@ class Store:
                 try:
                     await trio.to_thread.run_sync(self._write, batch)
                 except Exception as exc:
-                    self._failure = (
-                        f"writing to the store {self.path} failed, so nothing after ticket"
-                        f" {ticket - 1} is durable: {exc}"
-                    )
-                    raise StoreError(self._failure) from exc
+                    batch.retry_before(self._batch)
+                    raise WriteFailed(
+                        ticket,
+                        f"writing to the store {self.path} failed, so ticket {ticket} is not durable: {exc}",
+                    ) from exc
             return ticket
 
     def _write(self, batch: _Batch) -> None:

@@ -22,6 +22,7 @@ from gateway.store import (
     Store,
     StoreError,
     StoreLocked,
+    WriteFailed,
 )
 from gateway.store.database import _Batch
 from gateway.wire.content import Content
@@ -339,20 +340,56 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
     assert sorted(queued_ids(store)) == list(range(20))
 
 
-async def test_a_failed_write_makes_the_store_refuse_further_commits(
+async def test_a_failed_write_gives_up_its_messages_and_retries_the_rest(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.put_queue("/", "q", False, {})
+    add(store, 1)
+    add(store, 2)
+    assert await store.commit() == 1
+
+    def full_disk(batch: _Batch) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "_write", full_disk)
+    store.put_queue("/", "q2", False, {})
+    store.remove_message("/", "q", 1)  # an ack of a stored message
+    store.mark_delivered("/", "q", 2)
+    add(store, 3)  # a new message: its publisher will be nacked
+    store.mark_delivered("/", "q", 3)
+    with pytest.raises(WriteFailed, match="ticket 2 is not durable: database or disk is full") as info:
+        await store.commit()
+    assert info.value.ticket == 2 and store.pending
+    monkeypatch.undo()
+    add(store, 4, "q2")  # depends on the failed batch's declaration of q2
+    assert await store.commit() == 3
+    snapshot = store.load()
+    assert [q.name for q in snapshot.queues] == ["q", "q2"]
+    assert [(r.message_id, r.redelivered) for r in snapshot.messages[("/", "q")]] == [(2, True)]
+    assert [r.message_id for r in snapshot.messages[("/", "q2")]] == [4]
+    assert rows(store, "SELECT id FROM messages ORDER BY id") == [(2,), (4,)]
+
+
+async def test_writes_retried_after_a_failure_keep_their_order(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken_write(batch: _Batch) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_write", broken_write)
+    store.put_queue("/", "q", False, {})
     add(store, 1)
-    with pytest.raises(StoreError, match="disk I/O error"):
+    with pytest.raises(WriteFailed):
         await store.commit()
+    store.delete_queue("/", "q")  # after the failed declaration: must run after it
+    store.remove_message("/", "q", 1)  # the given-up message: nothing to delete
+    with pytest.raises(WriteFailed) as info:
+        await store.commit()
+    assert info.value.ticket == 2
     monkeypatch.undo()
-    add(store, 2)
-    with pytest.raises(StoreError, match=r"nothing after ticket 0 is durable"):
-        await store.commit()
+    assert await store.commit() == 3
+    assert store.load().queues == [] and rows(store, "SELECT * FROM messages") == []
+    assert not store.pending
 
 
 async def test_commit_with_nothing_buffered_returns_a_ticket(store: Store) -> None:
