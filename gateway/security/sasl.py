@@ -12,6 +12,7 @@ import struct
 from pamqp import decode
 
 from gateway.security.users import User, UsersDB
+from gateway.wire.tables import check_table
 
 MECHANISMS = ("PLAIN", "AMQPLAIN")
 
@@ -96,6 +97,7 @@ def _amqplain(response: bytes) -> tuple[str, str]:
     else:
         table = struct.pack(">I", len(response)) + response
     try:
+        check_table(table, 0, "AMQPLAIN response")
         _, fields = decode.field_table(table)
     except (ValueError, IndexError, struct.error):
         raise _refused("AMQPLAIN", "malformed AMQPLAIN response (not a field table)") from None
