@@ -37,7 +37,7 @@ from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import MANAGEMENT_EXCHANGE
 from gateway.management_amqp import answer as answer_management
-from gateway.security import AuthenticationFailed, UsersDB, authenticate
+from gateway.security import AuthenticationFailed, Logins, UsersDB
 from gateway.store import Store
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
@@ -108,6 +108,7 @@ class Node:
     ) -> None:
         self.name = name
         self.users = users
+        self.logins = Logins(users)
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
@@ -454,13 +455,13 @@ class ConnectionHandler:
     # -- events ---------------------------------------------------------------------------------
 
     async def _login(self, event: events.LoginRequested) -> None:
-        """Check credentials in a worker thread: a password hash costs tens of milliseconds."""
+        """Check credentials through the node's Logins: throttled, cached, and with a bound
+        on the password checks (tens of milliseconds each, in worker threads) run at once."""
         try:
-            self.user = await trio.to_thread.run_sync(
-                authenticate, self.node.users, event.mechanism, event.response, self.peer_host
-            )
+            self.user = await self.node.logins.authenticate(event.mechanism, event.response, self.peer_host)
         except AuthenticationFailed as failure:
-            LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
+            if not failure.logged:
+                LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
             if failure.reply_code == 403:
                 self.wire.refuse_login(failure.reply_text)
                 self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
