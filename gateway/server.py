@@ -181,16 +181,34 @@ class Node:
             self._commit_wanted.set()
 
     async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        """Accept until cancelled. Running out of file descriptors or memory (EMFILE...) is
+        retried every ACCEPT_RETRY_SLEEP, and logged once per burst of failures: the first
+        one, then their number when accepting works again (not ten tracebacks a second)."""
         assert self._handler_nursery is not None
+        failures = 0
+        burst_start = 0.0
+        failure = ""
         while True:
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
-                    LOGGER.error("accept failed (%s); retrying", exc, exc_info=True)
-                    await trio.sleep(ACCEPT_RETRY_SLEEP)
-                    continue
-                raise
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not failures:
+                    burst_start = trio.current_time()
+                    LOGGER.error("accept failed (%s); retrying every %ss", exc, ACCEPT_RETRY_SLEEP)
+                failures += 1
+                failure = f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
+                await trio.sleep(ACCEPT_RETRY_SLEEP)
+                continue
+            if failures:
+                LOGGER.warning(
+                    "accept failed %d times over %.1fs (%s); accepting again",
+                    failures,
+                    trio.current_time() - burst_start,
+                    failure,
+                )
+                failures = 0
             if self._stopping:
                 await trio.aclose_forcefully(stream)
                 continue
