@@ -74,7 +74,11 @@ def test_odd_names_through_pika_survive_a_restart(nodes, tmp_path) -> None:
             assert (method.exchange, method.routing_key, body) == (name, name, name.encode())
             break
         channel.cancel()
-    with pytest.raises(Exception):  # noqa: B017 - pika cannot even encode it
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as missing:
+        channel.queue_declare("ü" * 127 + "x", passive=True)  # the reply text is cut to fit
+    assert missing.value.reply_code == 404
+    channel = connection.channel()
+    with pytest.raises(pika.exceptions.ShortStringTooLong):  # a client cannot even send it
         channel.queue_declare(TOO_LONG)
     connection.close()
 
