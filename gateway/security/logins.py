@@ -52,7 +52,8 @@ class LoginThrottle:
     """Failed logins per (source address, user name) in a sliding window; sans-I/O.
 
     `admit` before a password check, `settle` after it. Refusals are logged once per burst:
-    a warning at the first, a summary with their number when the burst is over.
+    a warning at the first, and their number at the pair's first attempt admitted again (or
+    when the pair is forgotten).
     """
 
     def __init__(
@@ -80,12 +81,14 @@ class LoginThrottle:
                 tally.first_refused = now
                 host, user = key
                 LOGGER.warning(
-                    "login throttled: %d failed logins as user %r from %s within %gs; refusing "
-                    "further attempts without checking them",
-                    len(tally.failures) + tally.pending,
+                    "login throttled: user %r from %s has %d failed logins within %gs and %d "
+                    "checks running (limit %d); refusing further attempts without checking them",
                     user,
                     host,
+                    len(tally.failures),
                     self.window,
+                    tally.pending,
+                    self.max_failures,
                 )
             tally.refused += 1
             return False

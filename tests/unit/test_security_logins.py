@@ -66,8 +66,8 @@ def test_refusals_are_logged_once_per_burst_then_summed_up(caplog: pytest.LogCap
         assert throttle.admit(KEY)
     messages = [record.getMessage() for record in caplog.records]
     assert messages == [
-        "login throttled: 2 failed logins as user 'alice' from 10.0.0.9 within 10s; refusing further "
-        "attempts without checking them",
+        "login throttled: user 'alice' from 10.0.0.9 has 2 failed logins within 10s and 0 checks "
+        "running (limit 2); refusing further attempts without checking them",
         "login throttle lifted for user 'alice' from 10.0.0.9: 100 attempts refused over 10.0s",
     ]
 
