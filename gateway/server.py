@@ -38,7 +38,7 @@ from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import handle_request
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
-from gateway.security import AuthenticationFailed, UsersDB, authenticate
+from gateway.security import AuthenticationFailed, Logins, UsersDB
 from gateway.store import Store, WriteFailed
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
@@ -112,6 +112,7 @@ class Node:
     ) -> None:
         self.name = name
         self.users = users
+        self.logins = Logins(users)
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
@@ -197,16 +198,34 @@ class Node:
             self._commit_wanted.set()
 
     async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        """Accept until cancelled. Running out of file descriptors or memory (EMFILE...) is
+        retried every ACCEPT_RETRY_SLEEP, and logged once per burst of failures: the first
+        one, then their number when accepting works again (not ten tracebacks a second)."""
         assert self._handler_nursery is not None
+        failures = 0
+        burst_start = 0.0
+        failure = ""
         while True:
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
-                    LOGGER.error("accept failed (%s); retrying", exc, exc_info=True)
-                    await trio.sleep(ACCEPT_RETRY_SLEEP)
-                    continue
-                raise
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not failures:
+                    burst_start = trio.current_time()
+                    LOGGER.error("accept failed (%s); retrying every %ss", exc, ACCEPT_RETRY_SLEEP)
+                failures += 1
+                failure = f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
+                await trio.sleep(ACCEPT_RETRY_SLEEP)
+                continue
+            if failures:
+                LOGGER.warning(
+                    "accept failed %d times over %.1fs (%s); accepting again",
+                    failures,
+                    trio.current_time() - burst_start,
+                    failure,
+                )
+                failures = 0
             if self._stopping:
                 await trio.aclose_forcefully(stream)
                 continue
@@ -485,13 +504,13 @@ class ConnectionHandler:
     # -- events ---------------------------------------------------------------------------------
 
     async def _login(self, event: events.LoginRequested) -> None:
-        """Check credentials in a worker thread: a password hash costs tens of milliseconds."""
+        """Check credentials through the node's Logins: throttled, cached, and with a bound
+        on the password checks (tens of milliseconds each, in worker threads) run at once."""
         try:
-            self.user = await trio.to_thread.run_sync(
-                authenticate, self.node.users, event.mechanism, event.response, self.peer_host
-            )
+            self.user = await self.node.logins.authenticate(event.mechanism, event.response, self.peer_host)
         except AuthenticationFailed as failure:
-            LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
+            if not failure.logged:
+                LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
             if failure.reply_code == 403:
                 self.wire.refuse_login(failure.reply_text)
                 self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT

@@ -18,6 +18,7 @@ from gateway.broker.exchange import Exchange
 from gateway.broker.names import RESERVED_PREFIX, describe, generated_queue_name
 from gateway.routing import EXCHANGE_TYPES
 from gateway.wire.errors import access_refused, command_invalid, precondition_failed
+from gateway.wire.frames import make_method
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
@@ -153,7 +154,14 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
             queue.last_used = session.broker.clock()
     channel.last_queue = queue.name
     if not method.nowait:
-        channel.send(commands.Queue.DeclareOk(queue.name, len(queue.ready), len(queue.consumers)))
+        channel.send(
+            make_method(
+                commands.Queue.DeclareOk,
+                queue=queue.name,
+                message_count=len(queue.ready),
+                consumer_count=len(queue.consumers),
+            )
+        )
 
 
 def queue_bind(session: Session, channel: Channel, method: commands.Queue.Bind) -> None:
