@@ -188,7 +188,7 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         sink = await sink_queue(a, EXCHANGE, "r.#")
         await flows(b, a, sink, "r.probe")
 
-        a.kill()  # B drops A's bridge queue, and with it A's interest
+        a.kill()  # B keeps A's durable bridge queue and A's last interest (r.#) meanwhile
         a = nodes("A", data_dir=tmp_path / "a-data", port=a.port)
         sink = await sink_queue(a, EXCHANGE, "again.#")  # A's durable route is restored
         await wait_link(a, b.port, operational)
@@ -197,4 +197,4 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         await publish(b, EXCHANGE, "r.x", [b"stale interest"])
         await publish(b, EXCHANGE, "again.x", bodies("again", 20))
         assert [m.body for m in await drain(a, sink, 20)] == bodies("again", 20)
-        assert await forwarded(a) == before + 20  # B forgot the interest A had before it died
+        assert await forwarded(a) == before + 20  # A's resync replaced the interest it had before
