@@ -141,8 +141,8 @@ class FederatedExchanges:
         applied = self._apply(vhost, body)
         if applied is None or self.store is None:
             return
-        name, sender, durable = applied
-        if durable:
+        name, sender, keep = applied
+        if keep:
             self.store.put_adverts(vhost.name, name, sender, body)
         else:
             self.store.delete_adverts(vhost.name, name, sender)
@@ -159,8 +159,8 @@ class FederatedExchanges:
                 store.delete_adverts(vhost_name, name, sender)
 
     def _apply(self, vhost: VHost, body: bytes) -> tuple[str, str, bool] | None:
-        """Install a control message's adverts: (exchange, sender, whether its bridge queue is
-        durable), or None if it was ignored. Anything wrong is logged and ignored: a peer must
+        """Install a control message's adverts: (exchange, sender, whether they are worth
+        keeping: some interest, with a durable bridge queue), or None if it was ignored. Anything wrong is logged and ignored: a peer must
         not be able to crash the node."""
         try:
             name, sender, queue, adverts = decode_adverts(body)

@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from federation.client import connect
+from federation.dynamic_route import BRIDGE_ARGUMENTS
 from tests.integration.test_federation_routes import (
     address,
     at,
@@ -198,3 +199,22 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         await publish(b, EXCHANGE, "again.x", bodies("again", 20))
         assert [m.body for m in await drain(a, sink, 20)] == bodies("again", 20)
         assert await forwarded(a) == before + 20  # A's resync replaced the interest it had before
+
+
+async def test_durable_route_keeps_a_bounded_bridge_queue_until_deleted(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    a, b = nodes("A"), nodes("B")
+    bridge = f"federation.bridge.A.{EXCHANGE}"
+    with trio.fail_after(30):
+        for node in (a, b):
+            await config(node, "add", "exchange", "topic", EXCHANGE)
+        await federate((a, b), durable=True)
+        sink = await sink_queue(a, EXCHANGE, "d.#")
+        await flows(b, a, sink, "d.probe")
+        record = {q["name"]: q for q in await manage(b, "queues.list")}[bridge]
+        assert (record["durable"], record["exclusive"], record["auto_delete"]) == (True, False, False)
+        assert record["arguments"] == BRIDGE_ARGUMENTS
+        await route("dynamic", "del", at(a), at(b), EXCHANGE)
+        while bridge in {q["name"] for q in await manage(b, "queues.list")}:
+            await trio.sleep(0.05)
