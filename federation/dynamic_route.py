@@ -63,7 +63,12 @@ VHOST = "/"
 BRIDGE_MAX_LENGTH = 100_000
 #: ...and is deleted once unconsumed for this long (ms): a destination gone for good.
 BRIDGE_EXPIRES = 24 * 3600 * 1000
-BRIDGE_ARGUMENTS = {"x-max-length": BRIDGE_MAX_LENGTH, "x-overflow": "drop-head", "x-expires": BRIDGE_EXPIRES}
+#: The durable bridge queue's arguments (docs/federation.md, "Dynamic routes").
+BRIDGE_ARGUMENTS: dict[str, Any] = {
+    "x-max-length": BRIDGE_MAX_LENGTH,
+    "x-overflow": "drop-head",
+    "x-expires": BRIDGE_EXPIRES,
+}
 _ADVERT_PROPERTIES = commands.Basic.Properties(content_type="application/json")
 
 
@@ -160,8 +165,8 @@ class FederatedExchanges:
 
     def _apply(self, vhost: VHost, body: bytes) -> tuple[str, str, bool] | None:
         """Install a control message's adverts: (exchange, sender, whether they are worth
-        keeping: some interest, with a durable bridge queue), or None if it was ignored. Anything wrong is logged and ignored: a peer must
-        not be able to crash the node."""
+        keeping: some interest, with a durable bridge queue), or None if it was ignored.
+        Anything wrong is logged and ignored: a peer must not be able to crash the node."""
         try:
             name, sender, queue, adverts = decode_adverts(body)
         except ValueError as error:
