@@ -169,8 +169,9 @@ class Node:
         with trio.move_on_after(SHUTDOWN_GRACE):
             while self.handlers:
                 await trio.sleep(0.01)
-        if self.store is not None and self.store.pending:
-            self.broker.on_durable(await self.store.commit())
+        if self.store is not None:
+            while self.store.pending:
+                self.broker.on_durable(await self.store.commit(), self.store.settled)
         if self._handler_nursery is not None:
             self._handler_nursery.cancel_scope.cancel()
 
@@ -215,7 +216,7 @@ class Node:
             await self._commit_wanted.wait()
             self._commit_wanted = trio.Event()
             while self.store.pending:
-                self.broker.on_durable(await self.store.commit())
+                self.broker.on_durable(await self.store.commit(), self.store.settled)
 
     async def _tick_loop(self) -> None:
         """Expire message TTLs and unused queues when they fall due.

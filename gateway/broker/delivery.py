@@ -137,7 +137,7 @@ def tx_commit(session: Session, channel: Channel, method: commands.Tx.Commit) ->
     # Commit-Ok promises durability, as RabbitMQ's does: wait for the store if it has writes.
     store = session.broker.store
     ticket = store.ticket() if store is not None and store.pending else 0
-    if channel.commit_ok_after(ticket, session.broker.durable_ticket):
+    if channel.commit_ok_after(ticket, session.broker.settled_ticket):
         session.broker.wait_for_durable(channel)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -72,19 +72,35 @@ class _RowsStatement:
             db.execute(self._sql[size], list(chain.from_iterable(chunk)))
 
 
+# Every statement the store runs is one of this module's constants (a test checks each one's
+# query plan): each finds its rows through a primary key or an index, never by a table scan.
+# "IN (SELECT column1, ... FROM (VALUES ...))" rather than "IN (VALUES ...)": SQLite looks the
+# first form up by primary key but scans the table for the second.
 _INSERT_MESSAGES = _RowsStatement("INSERT OR IGNORE INTO messages VALUES {rows}", 6)
 _INSERT_ENTRIES = _RowsStatement("INSERT OR REPLACE INTO queue_messages VALUES {rows}", 5)
 _DELETE_ENTRIES = _RowsStatement(
-    "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN (VALUES {rows})", 3
+    "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN"
+    " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
+    3,
 )
 _MARK_DELIVERED = _RowsStatement(
-    "UPDATE queue_messages SET delivered = 1 WHERE (message_id, vhost, queue) IN (VALUES {rows})", 3
+    "UPDATE queue_messages SET delivered = 1 WHERE (message_id, vhost, queue) IN"
+    " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
+    3,
 )
 _DELETE_UNREFERENCED = _RowsStatement(
-    "DELETE FROM messages WHERE id IN (VALUES {rows})"
+    "DELETE FROM messages WHERE id IN (SELECT column1 FROM (VALUES {rows}))"
     " AND NOT EXISTS (SELECT 1 FROM queue_messages WHERE message_id = messages.id)",
     1,
 )
+_PUT_VHOST = "INSERT OR IGNORE INTO vhosts VALUES (?)"
+_PUT_EXCHANGE = "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)"
+_DELETE_EXCHANGE = "DELETE FROM exchanges WHERE vhost = ? AND name = ?"
+_DELETE_EXCHANGE_BINDINGS = (
+    "DELETE FROM bindings WHERE vhost = ?1 AND"
+    " (source = ?2 OR (destination_kind = 'exchange' AND destination = ?2))"
+)
+_PUT_QUEUE = "INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?)"
 # Run before the queue's entries go: drops the messages that only this queue references.
 _DELETE_QUEUE_ONLY_MESSAGES = (
     "DELETE FROM messages WHERE id IN"
@@ -92,10 +108,28 @@ _DELETE_QUEUE_ONLY_MESSAGES = (
     " AND NOT EXISTS (SELECT 1 FROM queue_messages AS other WHERE other.message_id = messages.id"
     " AND (other.vhost != ?1 OR other.queue != ?2))"
 )
+_DELETE_QUEUE_ENTRIES = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ?"
+_DELETE_QUEUE = "DELETE FROM queues WHERE vhost = ? AND name = ?"
+_DELETE_QUEUE_BINDINGS = (
+    "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"
+)
+_PUT_BINDING = "INSERT OR IGNORE INTO bindings VALUES (?, ?, ?, ?, ?, ?)"
+_DELETE_BINDING = (
+    "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ?"
+    " AND destination = ? AND routing_key = ? AND arguments = ?"
+)
+# Start-up reads every row of these tables; the messages in each queue's enqueue order, along
+# the queue index (ORDER BY seq alone would sort the whole table first).
+_LOAD_VHOSTS = "SELECT name FROM vhosts"
+_LOAD_EXCHANGES = "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
+_LOAD_QUEUES = "SELECT vhost, name, auto_delete, arguments FROM queues"
+_LOAD_BINDINGS = "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
 _LOAD_MESSAGES = (
     "SELECT e.vhost, e.queue, e.message_id, e.delivered, m.exchange, m.routing_key, m.header,"
-    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id ORDER BY e.seq"
+    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id"
+    " ORDER BY e.vhost, e.queue, e.seq"
 )
+_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
 
 
 class _Batch:
@@ -119,13 +153,66 @@ class _Batch:
 
     def forget_queue(self, vhost: str, queue: str) -> None:
         """Drop buffered message writes for a queue being deleted (its deletion covers them)."""
+        self.enqueued = {key: seq for key, seq in self.enqueued.items() if _other(key, vhost, queue)}
+        self.delivered = {key for key in self.delivered if _other(key, vhost, queue)}
+        self.removed = {key for key in self.removed if _other(key, vhost, queue)}
 
-        def other(key: _Key) -> bool:
-            return key[1] != vhost or key[2] != queue
 
-        self.enqueued = {key: seq for key, seq in self.enqueued.items() if other(key)}
-        self.delivered = {key for key in self.delivered if other(key)}
-        self.removed = {key for key in self.removed if other(key)}
+class _Backlog:
+    """Removals and delivered flags of committed tickets not written yet, oldest first.
+
+    Nobody waits for these to publish or declare (an ack has no reply), so a commit writes at
+    most SETTLE_CHUNK of them and leaves the rest to the next: a requeue or ack of 200,000
+    messages then costs each commit a bounded amount, and the publishes that arrive meanwhile
+    are confirmed after one short transaction rather than behind all of it. Each key keeps the
+    ticket it was made in, oldest first, so `settled` can say up to which ticket they are all
+    durable (what Tx.Commit-Ok waits for).
+    """
+
+    __slots__ = ("delivered", "removed")
+
+    def __init__(self) -> None:
+        self.removed: dict[_Key, int] = {}
+        self.delivered: dict[_Key, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.removed or self.delivered)
+
+    def extend(self, batch: _Batch, ticket: int) -> None:
+        """Take a batch's removals and flags; an entry it enqueues again replaces what was
+        pending for it (its INSERT OR REPLACE writes the whole row)."""
+        for key in batch.enqueued:
+            self.removed.pop(key, None)
+            self.delivered.pop(key, None)
+        for key in batch.removed.difference(batch.enqueued):
+            self.removed[key] = ticket
+        for key in batch.delivered.difference(batch.enqueued):
+            self.delivered.setdefault(key, ticket)
+
+    def take(self, limit: int) -> tuple[list[_Key], list[_Key]]:
+        """Pop up to `limit` removals and flags, oldest first."""
+        removed = _pop_oldest(self.removed, limit)
+        return removed, _pop_oldest(self.delivered, limit - len(removed))
+
+    def settled(self, ticket: int) -> int:
+        """The last ticket whose removals and flags are all written, `ticket` being committed."""
+        oldest = [next(iter(keys.values())) for keys in (self.removed, self.delivered) if keys]
+        return min(oldest) - 1 if oldest else ticket
+
+    def forget_queue(self, vhost: str, queue: str) -> None:
+        self.removed = {key: t for key, t in self.removed.items() if _other(key, vhost, queue)}
+        self.delivered = {key: t for key, t in self.delivered.items() if _other(key, vhost, queue)}
+
+
+def _other(key: _Key, vhost: str, queue: str) -> bool:
+    return key[1] != vhost or key[2] != queue
+
+
+def _pop_oldest(keys: dict[_Key, int], limit: int) -> list[_Key]:
+    taken = list(islice(keys, max(limit, 0)))
+    for key in taken:
+        del keys[key]
+    return taken
 
 
 class Store:
@@ -135,6 +222,9 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
+    #: The most removals and delivered flags one commit writes (see _Backlog).
+    SETTLE_CHUNK = 4096
+
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_FILE
@@ -142,7 +232,10 @@ class Store:
         self._db = db
         self._seq = seq
         self._batch = _Batch()
+        self._backlog = _Backlog()
         self._ticket = 1
+        #: The last ticket whose removals and delivered flags are durable too.
+        self.settled = 0
         self._committing = trio.Lock()
         self._failure: str | None = None
         self._closed = False
@@ -184,7 +277,7 @@ class Store:
     # -- buffered writes (synchronous, on the broker's thread) ---------------------------------
 
     def put_vhost(self, name: str) -> None:
-        self._batch.ops.append(("INSERT OR IGNORE INTO vhosts VALUES (?)", (name,)))
+        self._batch.ops.append((_PUT_VHOST, (name,)))
 
     def put_exchange(
         self,
@@ -196,37 +289,29 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = (vhost, name, type, auto_delete, internal, dump_table(arguments))
-        self._batch.ops.append(("INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_EXCHANGE, row))
 
     def delete_exchange(self, vhost: str, name: str) -> None:
         """Delete an exchange and the bindings it is the source or destination of."""
-        self._batch.ops += [
-            ("DELETE FROM exchanges WHERE vhost = ? AND name = ?", (vhost, name)),
-            (
-                (
-                    "DELETE FROM bindings WHERE vhost = ?1 AND"
-                    " (source = ?2 OR (destination_kind = 'exchange' AND destination = ?2))"
-                ),
-                (vhost, name),
-            ),
-        ]
+        self._batch.ops += [(_DELETE_EXCHANGE, (vhost, name)), (_DELETE_EXCHANGE_BINDINGS, (vhost, name))]
 
     def put_queue(self, vhost: str, name: str, auto_delete: bool, arguments: dict[str, Any]) -> None:
         row = (vhost, name, auto_delete, dump_table(arguments))
-        self._batch.ops.append(("INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_QUEUE, row))
 
     def delete_queue(self, vhost: str, name: str) -> None:
         """Delete a queue with its messages and the bindings to it."""
         self._batch.forget_queue(vhost, name)
+        self._backlog.forget_queue(vhost, name)
         key = (vhost, name)
         self._batch.ops += [
-            (_DELETE_QUEUE_ONLY_MESSAGES, key),
-            ("DELETE FROM queue_messages WHERE vhost = ? AND queue = ?", key),
-            ("DELETE FROM queues WHERE vhost = ? AND name = ?", key),
-            (
-                ("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"),
-                key,
-            ),
+            (sql, key)
+            for sql in (
+                _DELETE_QUEUE_ONLY_MESSAGES,
+                _DELETE_QUEUE_ENTRIES,
+                _DELETE_QUEUE,
+                _DELETE_QUEUE_BINDINGS,
+            )
         ]
 
     def put_binding(
@@ -239,7 +324,7 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = _binding_row(vhost, source, destination_kind, destination, routing_key, arguments)
-        self._batch.ops.append(("INSERT OR IGNORE INTO bindings VALUES (?, ?, ?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_BINDING, row))
 
     def delete_binding(
         self,
@@ -251,15 +336,7 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = _binding_row(vhost, source, destination_kind, destination, routing_key, arguments)
-        self._batch.ops.append(
-            (
-                (
-                    "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ?"
-                    " AND destination = ? AND routing_key = ? AND arguments = ?"
-                ),
-                row,
-            )
-        )
+        self._batch.ops.append((_DELETE_BINDING, row))
 
     def add_message(
         self,
@@ -308,17 +385,21 @@ class Store:
 
     @property
     def pending(self) -> bool:
-        """Whether anything was buffered since the current batch began."""
+        """Whether anything waits for a commit: writes buffered since the current batch began,
+        or removals and flags left over by earlier commits."""
         batch = self._batch
-        return batch.writes() or bool(batch.contents)
+        return batch.writes() or bool(batch.contents) or bool(self._backlog)
 
     async def commit(self) -> int:
         """Make the current batch durable and return its ticket (every earlier one is durable too).
 
-        The buffer is swapped first, so writes made while this runs go to the next ticket. A
-        batch whose writes all cancelled out completes without touching the disk. A failed
-        write is fatal for the store: later commits raise too, because the lost batch cannot be
-        confirmed and nothing after it may be.
+        The buffer is swapped first, so writes made while this runs go to the next ticket.
+        Topology and enqueued messages are written in full; removals and delivered flags join
+        the backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of
+        one commit stays bounded however big a batch was (`settled` says how far those are
+        durable). A batch whose writes all cancelled out completes without touching the disk.
+        A failed write is fatal for the store: later commits raise too, because the lost batch
+        cannot be confirmed and nothing after it may be.
         """
         async with self._committing:
             if self._failure is not None:
@@ -326,41 +407,44 @@ class Store:
             batch, self._batch = self._batch, _Batch()
             ticket = self._ticket
             self._ticket += 1
-            if batch.writes():
+            backlog = self._backlog
+            backlog.extend(batch, ticket)
+            removed, delivered = backlog.take(self.SETTLE_CHUNK)
+            if batch.ops or batch.enqueued or removed or delivered:
                 try:
-                    await trio.to_thread.run_sync(self._write, batch)
+                    await trio.to_thread.run_sync(self._write, batch, removed, delivered)
                 except Exception as exc:
                     self._failure = (
                         f"writing to the store {self.path} failed, so nothing after ticket"
                         f" {ticket - 1} is durable: {exc}"
                     )
                     raise StoreError(self._failure) from exc
+            self.settled = backlog.settled(ticket)
             return ticket
 
-    def _write(self, batch: _Batch) -> None:
-        """Apply a batch in one transaction (worker thread).
+    def _write(self, batch: _Batch, removed: list[_Key], delivered: list[_Key]) -> None:
+        """Apply a batch and a chunk of the backlog in one transaction (worker thread).
 
         Topology first (a queue deletion has already dropped the buffered messages before it),
-        then removals, then additions (so a removed entry may be re-added), then delivered flags.
+        then removals, then additions (an entry enqueued again has left the backlog), then
+        delivered flags.
         """
         db = self._db
         db.execute("BEGIN")
         try:
             for sql, params in batch.ops:
                 db.execute(sql, params)
-            removed = batch.removed
             if removed:
-                _DELETE_ENTRIES.run(db, list(removed))
+                _DELETE_ENTRIES.run(db, removed)
                 _DELETE_UNREFERENCED.run(db, [(i,) for i in {key[0] for key in removed}])
             enqueued = batch.enqueued
-            delivered = batch.delivered
             if enqueued:
                 live = {key[0] for key in enqueued}
                 _INSERT_MESSAGES.run(db, [row for i, row in batch.contents.items() if i in live])
-                _INSERT_ENTRIES.run(db, [(*key, seq, key in delivered) for key, seq in enqueued.items()])
-                delivered = delivered.difference(enqueued)
+                flagged = batch.delivered
+                _INSERT_ENTRIES.run(db, [(*key, seq, key in flagged) for key, seq in enqueued.items()])
             if delivered:
-                _MARK_DELIVERED.run(db, list(delivered))
+                _MARK_DELIVERED.run(db, delivered)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -378,24 +462,18 @@ class Store:
 
     def _load(self) -> Snapshot:
         db = self._db
-        vhosts = [name for (name,) in db.execute("SELECT name FROM vhosts")]
+        vhosts = [name for (name,) in db.execute(_LOAD_VHOSTS)]
         exchanges = [
             ExchangeRecord(vhost, name, kind, bool(auto_delete), bool(internal), load_table(args))
-            for vhost, name, kind, auto_delete, internal, args in db.execute(
-                "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
-            )
+            for vhost, name, kind, auto_delete, internal, args in db.execute(_LOAD_EXCHANGES)
         ]
         queues = [
             QueueRecord(vhost, name, bool(auto_delete), load_table(args))
-            for vhost, name, auto_delete, args in db.execute(
-                "SELECT vhost, name, auto_delete, arguments FROM queues"
-            )
+            for vhost, name, auto_delete, args in db.execute(_LOAD_QUEUES)
         ]
         bindings = [
             BindingRecord(vhost, source, kind, destination, key, load_table(args))
-            for vhost, source, kind, destination, key, args in db.execute(
-                "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
-            )
+            for vhost, source, kind, destination, key, args in db.execute(_LOAD_BINDINGS)
         ]
         shared: dict[int, Content] = {}
         messages: dict[tuple[str, str], list[MessageRecord]] = {}
@@ -406,7 +484,7 @@ class Store:
                 content = shared[message_id] = Content(header, body)
             record = MessageRecord(message_id, exchange, key, content, bool(delivered), routed_at)
             messages.setdefault((vhost, queue), []).append(record)
-        (last_id,) = db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+        (last_id,) = db.execute(_LAST_MESSAGE_ID).fetchone()
         return Snapshot(vhosts, exchanges, queues, bindings, messages, last_id + 1)
 
 

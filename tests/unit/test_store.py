@@ -23,7 +23,6 @@ from gateway.store import (
     StoreError,
     StoreLocked,
 )
-from gateway.store.database import _Batch
 from gateway.wire.content import Content
 
 from .test_store_tables import NASTY, assert_identical
@@ -167,6 +166,7 @@ async def test_deleting_a_queue_drops_its_messages_and_bindings(store: Store) ->
 
 
 async def test_messages_round_trip_in_enqueue_order(store: Store) -> None:
+    store.put_queue("/", "q", False, {})
     for n in (5, 3, 9):
         add(store, n)
     ticket = await store.commit()
@@ -287,9 +287,9 @@ async def test_writes_during_a_commit_land_in_the_next_ticket(
     gate = threading.Event()
     write = store._write
 
-    def held_write(batch: _Batch) -> None:
+    def held_write(*args: Any) -> None:
         assert gate.wait(10), "test gate never opened"
-        write(batch)
+        write(*args)
 
     monkeypatch.setattr(store, "_write", held_write)
     add(store, 1)
@@ -318,10 +318,10 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
     running: list[int] = []
     overlaps: list[int] = []
 
-    def tracked_write(batch: _Batch) -> None:
+    def tracked_write(*args: Any) -> None:
         running.append(1)
         overlaps.append(len(running))
-        write(batch)
+        write(*args)
         running.pop()
 
     monkeypatch.setattr(store, "_write", tracked_write)
@@ -342,7 +342,7 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
 async def test_a_failed_write_makes_the_store_refuse_further_commits(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_write(batch: _Batch) -> None:
+    def broken_write(*args: Any) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_write", broken_write)
@@ -402,8 +402,9 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         add(store, 1)
         await store.commit()
         path = store.path
-    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at
+    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at, no index
         raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
+        raw.execute("DROP INDEX queue_messages_by_queue")
         raw.execute("PRAGMA user_version = 1")
     with Store.open(tmp_path) as store:
         assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
