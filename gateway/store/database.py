@@ -48,13 +48,14 @@ class _RowsStatement:
 
     `executemany` steps once per row, and every step releases and re-takes the GIL; on the
     worker thread each re-take waits for the busy event loop to let go, so a commit of a
-    thousand rows spent most of its time waiting. Here a chunk of up to CHUNK rows is one step ("VALUES (?, ?), (?, ?)
-    ..."). The last chunk is padded to a power of two by repeating its last row (a no-op for
+    thousand rows spent most of its time waiting. Here a chunk of up to CHUNK rows is one step
+    ("VALUES (?, ?), (?, ?) ..."). The last chunk is padded to a power of two by repeating its last row (a no-op for
     every statement below), so only a handful of distinct statements are ever prepared.
     """
 
-    #: 6 columns x 128 rows stays under the 999 variables older SQLite builds allow.
-    CHUNK = 128
+    #: 6 columns x CHUNK rows stay under SQLite's bound on variables (32766 since 3.32, 999
+    #: before): a commit of a few thousand rows is then a handful of steps.
+    CHUNK = 4096 if sqlite3.sqlite_version_info >= (3, 32) else 128
 
     def __init__(self, template: str, width: int) -> None:
         row = "(" + ", ".join("?" * width) + ")"
@@ -129,7 +130,7 @@ _LOAD_MESSAGES = (
     " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id"
     " ORDER BY e.vhost, e.queue, e.seq"
 )
-_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
+_LOAD_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
 
 
 class _Batch:
@@ -223,7 +224,7 @@ class Store:
     """
 
     #: The most removals and delivered flags one commit writes (see _Backlog).
-    SETTLE_CHUNK = 4096
+    SETTLE_CHUNK = 2048
 
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
@@ -484,7 +485,7 @@ class Store:
                 content = shared[message_id] = Content(header, body)
             record = MessageRecord(message_id, exchange, key, content, bool(delivered), routed_at)
             messages.setdefault((vhost, queue), []).append(record)
-        (last_id,) = db.execute(_LAST_MESSAGE_ID).fetchone()
+        (last_id,) = db.execute(_LOAD_LAST_MESSAGE_ID).fetchone()
         return Snapshot(vhosts, exchanges, queues, bindings, messages, last_id + 1)
 
 

@@ -57,7 +57,7 @@ _SCHEMA = (
 
 #: The highest enqueue sequence number, a queue index lookup per queue (max(seq) over the whole
 #: table would scan it).
-LAST_SEQ = (
+_LOAD_LAST_SEQ = (
     "SELECT coalesce(max((SELECT max(seq) FROM queue_messages WHERE vhost = q.vhost AND queue = q.name)), 0)"
     " FROM queues AS q"
 )
@@ -98,7 +98,7 @@ def connect(path: Path) -> tuple[sqlite3.Connection, int]:
         raise StoreError(f"cannot open the store {path}: {exc}") from exc
     try:
         created = migrate(db, path)
-        (seq,) = db.execute(LAST_SEQ).fetchone()
+        (seq,) = db.execute(_LOAD_LAST_SEQ).fetchone()
     except sqlite3.Error as exc:
         db.close()
         raise StoreError(f"cannot open the store {path} (damaged or not a database?): {exc}") from exc
