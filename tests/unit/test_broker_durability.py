@@ -243,3 +243,56 @@ def test_priority_queue_recovery_keeps_priority_order():
     broker.recover(snapshot)
     c = Client(broker)
     assert [c.get("p", no_ack=True).body for _ in range(5)] == [b"3", b"2", b"4", b"5", b"1"]
+
+
+def test_durable_declare_ok_follows_the_commit_in_order_with_later_replies():
+    """A SIGKILL right after a Declare-Ok must not lose the queue or exchange (issue 11)."""
+    store, broker, c = stored()
+    assert c.declare("dq", durable=True) is None
+    assert c.exchange("dx", "topic", durable=True) is None
+    assert c.bind("dq", "dx", "k") is None  # answered after the Declare-Oks it followed
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    replies = [type(m).__name__ for m in c.outbox.methods()]
+    assert replies == ["DeclareOk", "DeclareOk", "BindOk"]
+    # Declared again once durable: answered at once; a transient one never waits.
+    assert isinstance(c.declare("dq", durable=True), commands.Queue.DeclareOk)
+    assert isinstance(c.declare("tq"), commands.Queue.DeclareOk)
+
+
+def test_redeclaring_a_durable_queue_not_yet_committed_waits_for_the_commit():
+    store, broker, c = stored()
+    other = Client(broker)
+    assert c.declare("dq", durable=True) is None
+    assert other.declare("dq", durable=True) is None
+    broker.on_durable(store.commit())
+    assert isinstance(other.outbox.methods()[-1], commands.Queue.DeclareOk)
+
+
+def test_deliveries_wait_behind_a_held_declare_ok():
+    store, broker, c = stored()
+    c.declare("dq", durable=True)
+    c.publish("", "dq", b"m")
+    c.call(commands.Basic.Consume(queue="dq", consumer_tag="t"))
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    assert [type(m).__name__ for m in c.outbox.methods()] == ["DeclareOk", "ConsumeOk"]
+    assert c.bodies() == [b"m"]
+
+
+def test_tx_commit_ok_waits_until_its_acks_are_written():
+    """The store writes big batches of removals over several commits: Commit-Ok promises the
+    transaction's acks, so it waits for the ticket they settle at, not the first commit."""
+    store, broker, c = stored()
+    c.declare("dq", durable=True)
+    c.publish("", "dq", b"m", delivery_mode=2)
+    broker.on_durable(store.commit())
+    c.call(commands.Tx.Select())
+    c.session.handle_method(c.ch, commands.Basic.Get(queue="dq"))
+    c.ack(1)
+    c.session.handle_method(c.ch, commands.Tx.Commit())
+    ticket = store.commit()
+    broker.on_durable(ticket, ticket - 1)  # committed, but its removals not all written
+    assert c.outbox.methods(commands.Tx.CommitOk) == []
+    broker.on_durable(ticket, ticket)
+    assert len(c.outbox.methods(commands.Tx.CommitOk)) == 1
