@@ -72,13 +72,13 @@ def fill(address: tuple[str, int], count: int) -> None:
         conn.close()
 
 
-def _probe(address: tuple[str, int], pipe: Pipe) -> list[int]:
-    """Publish one message at a time until told to stop; the confirm latencies in ns."""
+def _probe(address: tuple[str, int], pipe: Pipe) -> list[tuple[int, int]]:
+    """Publish one message at a time until told to stop; (send time, confirm latency) in ns."""
     conn = _open(address)
     conn.call(commands.Confirm.Select())
     prefix, suffix = publish_template("", PROBE, True, BODY_SIZE)
     confirms = _Confirms()
-    latencies: list[int] = []
+    latencies: list[tuple[int, int]] = []
     pipe.send("ready")
     while not pipe.poll():
         sent = time.perf_counter_ns()
@@ -86,7 +86,7 @@ def _probe(address: tuple[str, int], pipe: Pipe) -> list[int]:
         while confirms.count <= len(latencies):
             _recv_into(conn.sock, conn.buf)
             confirms.feed(conn.buf)
-        latencies.append(time.perf_counter_ns() - sent)
+        latencies.append((sent, time.perf_counter_ns() - sent))
         time.sleep(PROBE_INTERVAL_S)
     pipe.recv()
     conn.close()
@@ -146,8 +146,9 @@ def _drain(address: tuple[str, int], count: int) -> float:
     return time.monotonic() - started
 
 
-def _summary(latencies: list[int], seconds: float) -> dict[str, Any]:
-    ordered = sorted(latencies)
+def _summary(probes: list[tuple[int, int]], started: int, seconds: float) -> dict[str, Any]:
+    ordered = sorted(latency for _, latency in probes)
+    slowest_at = max(probes, key=lambda probe: probe[1])[0]
 
     def at(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
@@ -158,6 +159,7 @@ def _summary(latencies: list[int], seconds: float) -> dict[str, Any]:
         "p50_ms": at(0.5),
         "p99_ms": at(0.99),
         "max_ms": ordered[-1] / 1e6,
+        "slowest_sent_at_s": round((slowest_at - started) / 1e9, 3),
         "phase_s": round(seconds, 2),
     }
 
@@ -173,12 +175,13 @@ def phase(
     try:
         if ours.recv() != "ready":
             raise RuntimeError("probe failed to start")
+        started = time.perf_counter_ns()
         seconds = client(address, count)
         ours.send("stop")
         status, result = ours.recv()
         if status != "ok":
             raise RuntimeError(f"probe: {result}")
-        return _summary(result, seconds)
+        return _summary(result, started, seconds)
     finally:
         probe.join(30)
         if probe.is_alive():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ CLOSE_TIMEOUT = 3.0
 SHUTDOWN_GRACE = 5.0
 ACCEPT_RETRY_SLEEP = 0.1
 TICK_RETRY = 1.0
+#: How long a thread waiting for the GIL lets the running one go on (Python's default is 5 ms).
+#: The committer's worker thread takes the GIL back a few times per commit; behind a busy event
+#: loop each take waited the full interval, which every publisher confirm then waited too.
+COMMITTER_SWITCH_INTERVAL = 0.0005
 
 _CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
@@ -212,6 +217,7 @@ class Node:
     async def _commit_loop(self) -> None:
         """Group commit: one transaction holds every write buffered since the last one."""
         assert self.store is not None
+        sys.setswitchinterval(COMMITTER_SWITCH_INTERVAL)
         while True:
             await self._commit_wanted.wait()
             self._commit_wanted = trio.Event()

@@ -224,7 +224,7 @@ class Store:
     """
 
     #: The most removals and delivered flags one commit writes (see _Backlog).
-    SETTLE_CHUNK = 2048
+    SETTLE_CHUNK = 512
 
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
