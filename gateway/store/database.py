@@ -7,6 +7,13 @@ already survive SIGKILL (the WAL sits in the kernel's page cache) but may roll b
 commits on power loss, and a publisher confirm promises more than that. The price is one fsync
 per batch, shared by every write that arrived while the previous batch was being committed.
 
+Cost: every statement finds its rows through a primary key or the queue index (see the
+statements below), so a commit costs in proportion to its own rows. Removals and delivered
+flags wait in a backlog of which one commit writes at most SETTLE_CHUNK: nobody waits for them
+but Tx.Commit-Ok (through `settled`), so a huge ack or requeue never holds a later publish's
+confirm for longer than one bounded commit. Topology and enqueued messages are always written
+whole, in ticket order.
+
 Checkpoints: SQLite's automatic checkpoint (every ~1000 WAL pages) runs at the end of a commit, on
 the committer's worker thread, never on the event loop. No other connection ever reads the
 database (the data dir is locked), so every checkpoint completes and the WAL restarts from its
