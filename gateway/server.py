@@ -174,9 +174,9 @@ class Node:
         with trio.move_on_after(SHUTDOWN_GRACE):
             while self.handlers:
                 await trio.sleep(0.01)
-        if self.store is not None:
-            while self.store.pending:
-                self.broker.on_durable(await self.store.commit(), self.store.settled)
+        if self.store is not None and self.store.pending:
+            # One transaction for all that is left: the clients are gone, nobody waits behind it.
+            self.broker.on_durable(await self.store.commit(settle_all=True), self.store.settled)
         if self._handler_nursery is not None:
             self._handler_nursery.cancel_scope.cancel()
 

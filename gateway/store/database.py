@@ -197,8 +197,10 @@ class _Backlog:
         for key in batch.delivered.difference(batch.enqueued):
             self.delivered.setdefault(key, ticket)
 
-    def take(self, limit: int) -> tuple[list[_Key], list[_Key]]:
-        """Pop up to `limit` removals and flags, oldest first."""
+    def take(self, limit: int | None) -> tuple[list[_Key], list[_Key]]:
+        """Pop up to `limit` removals and flags (None: all), oldest first."""
+        if limit is None:
+            limit = len(self.removed) + len(self.delivered)
         removed = _pop_oldest(self.removed, limit)
         return removed, _pop_oldest(self.delivered, limit - len(removed))
 
@@ -398,14 +400,15 @@ class Store:
         batch = self._batch
         return batch.writes() or bool(batch.contents) or bool(self._backlog)
 
-    async def commit(self) -> int:
+    async def commit(self, *, settle_all: bool = False) -> int:
         """Make the current batch durable and return its ticket (every earlier one is durable too).
 
         The buffer is swapped first, so writes made while this runs go to the next ticket.
         Topology and enqueued messages are written in full; removals and delivered flags join
         the backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of
         one commit stays bounded however big a batch was (`settled` says how far those are
-        durable). A batch whose writes all cancelled out completes without touching the disk.
+        durable; `settle_all` writes the whole backlog, for a stop, when nobody publishes any
+        more). A batch whose writes all cancelled out completes without touching the disk.
         A failed write is fatal for the store: later commits raise too, because the lost batch
         cannot be confirmed and nothing after it may be.
         """
@@ -417,7 +420,7 @@ class Store:
             self._ticket += 1
             backlog = self._backlog
             backlog.extend(batch, ticket)
-            removed, delivered = backlog.take(self.SETTLE_CHUNK)
+            removed, delivered = backlog.take(None if settle_all else self.SETTLE_CHUNK)
             if batch.ops or batch.enqueued or removed or delivered:
                 try:
                     await trio.to_thread.run_sync(self._write, batch, removed, delivered)

@@ -179,3 +179,17 @@ async def test_deleting_a_queue_drops_its_pending_removals(
     ticket = await store.commit()
     assert not store.pending and store.settled == ticket
     assert [r[0] for r in rows(store, "SELECT id FROM messages")] == [1]
+
+
+async def test_a_stop_writes_the_whole_backlog_in_one_commit(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Store, "SETTLE_CHUNK", 10)
+    for n in range(1, 101):
+        add(store, n)
+    await store.commit()
+    for n in range(1, 101):
+        store.remove_message("/", "q", n)
+    ticket = await store.commit(settle_all=True)
+    assert not store.pending and store.settled == ticket
+    assert rows(store, "SELECT count(*) FROM messages") == [(0,)]
