@@ -415,6 +415,21 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         assert [r.routed_at for r in store.load().messages[("/", "q")]] == [None, 5.0]
 
 
+async def test_schema_2_store_gets_the_queue_index(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        add(store, 1)
+        await store.commit()
+        path = store.path
+    with sqlite3.connect(path) as raw:  # what schema 2 looked like: no index by queue
+        raw.execute("DROP INDEX queue_messages_by_queue")
+        raw.execute("PRAGMA user_version = 2")
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        index = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'queue_messages'"
+        assert ("queue_messages_by_queue",) in rows(store, index)
+        assert queued_ids(store) == [1]
+
+
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / DB_FILE
     path.write_bytes(b"this is not a database, just some bytes" * 200)
