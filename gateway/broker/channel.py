@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
@@ -123,18 +125,25 @@ class Channel:
         self.tx: Transaction | None = None
         #: Store tickets that committed transactions wait for before their Tx.Commit-Ok.
         self.commit_oks: deque[int] = deque()
-        #: Replies held until a store ticket is durable (a durable declare's OK, then whatever
-        #: the channel answered after it, ticket 0), oldest first.
-        self.held_replies: deque[tuple[int, Any]] = deque()
+        #: Sends held until a store ticket is durable: a durable declare's OK, then whatever the
+        #: channel answers after it (ticket 0), oldest first.
+        self.held_replies: deque[tuple[int, Callable[[], None]]] = deque()
         #: The queue name that '' stands for in later queue methods (the spec's shortcut).
         self.last_queue = ""
 
     def send(self, method: Any) -> None:
         """Send a reply, after the held ones (replies on a channel keep their order)."""
         if self.held_replies:
-            self.held_replies.append((0, method))
+            self.held_replies.append((0, partial(self.outbox.send_method, self.number, method)))
         else:
             self.outbox.send_method(self.number, method)
+
+    def in_order(self, send: Callable[[], None]) -> None:
+        """Send what is not a plain method (a Get-Ok, a Return) now, or after the held replies."""
+        if self.held_replies:
+            self.held_replies.append((0, send))
+        else:
+            send()
 
     def send_when_durable(self, method: Any, ticket: int, durable_ticket: int) -> bool:
         """Send `method` once the store has committed `ticket` (0: nothing to wait for), in
@@ -142,7 +151,7 @@ class Channel:
         if ticket <= durable_ticket:
             self.send(method)
             return False
-        self.held_replies.append((ticket, method))
+        self.held_replies.append((ticket, partial(self.outbox.send_method, self.number, method)))
         return True
 
     def commit_ok_after(self, ticket: int, settled_ticket: int) -> bool:
@@ -162,7 +171,7 @@ class Channel:
         held = self.held_replies
         if held:
             while held and held[0][0] <= ticket:
-                self.outbox.send_method(self.number, held.popleft()[1])
+                held.popleft()[1]()
             if not held:
                 self.redispatch()
         commit_oks = self.commit_oks

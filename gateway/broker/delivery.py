@@ -3,6 +3,7 @@ acknowledging, publisher confirms and transactions."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pamqp import commands
@@ -69,14 +70,17 @@ def basic_get(session: Session, channel: Channel, method: commands.Basic.Get) ->
     if not method.no_ack:
         channel.unacked[tag] = entry
     message = entry.message
-    session.outbox.send_get_ok(
-        channel.number,
-        tag,
-        entry.redelivered,
-        message.exchange,
-        message.routing_key,
-        len(queue.ready),
-        message.content,
+    channel.in_order(
+        partial(
+            session.outbox.send_get_ok,
+            channel.number,
+            tag,
+            entry.redelivered,
+            message.exchange,
+            message.routing_key,
+            len(queue.ready),
+            message.content,
+        )
     )
 
 

@@ -4,6 +4,7 @@ server calls for every method, publish and ack it receives."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pamqp import commands
@@ -160,7 +161,17 @@ class Session:
         return_to = (self.id, channel.number) if mandatory else None
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
         if not reached and mandatory:
-            self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
+            channel.in_order(
+                partial(
+                    self.outbox.send_return,
+                    channel.number,
+                    312,
+                    "NO_ROUTE",
+                    exchange.name,
+                    routing_key,
+                    content,
+                )
+            )
         confirms = channel.confirms
         if confirms is not None:
             broker = self.broker

@@ -66,6 +66,7 @@ def test_add_vhost_is_stored():
 def test_persistent_messages_on_durable_queues_lifecycle():
     store, broker, c = stored()
     c.declare("dq", durable=True)
+    broker.on_durable(store.commit())  # its Declare-Ok
     c.declare("tq")
     c.bind("dq", "amq.fanout")
     c.bind("tq", "amq.fanout")
@@ -89,6 +90,7 @@ def test_message_removed_on_no_ack_purge_expiry_and_drop():
     clock = FakeClock()
     store, broker, c = stored(clock=clock)
     c.declare("dq", durable=True, arguments={"x-max-length": 1})
+    broker.on_durable(store.commit())  # its Declare-Ok
     c.publish("", "dq", b"1", delivery_mode=2)
     c.publish("", "dq", b"2", delivery_mode=2)
     c.get("dq", no_ack=True)
@@ -170,6 +172,7 @@ def test_dead_lettered_persistent_message_is_stored_in_target():
     c.declare(
         "work", durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}
     )
+    broker.on_durable(store.commit())  # the Declare-Oks
     c.publish("", "work", b"m", delivery_mode=2)
     got = c.get("work")
     c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
@@ -296,3 +299,21 @@ def test_tx_commit_ok_waits_until_its_acks_are_written():
     assert c.outbox.methods(commands.Tx.CommitOk) == []
     broker.on_durable(ticket, ticket)
     assert len(c.outbox.methods(commands.Tx.CommitOk)) == 1
+
+
+def test_get_ok_and_return_wait_behind_a_held_declare_ok():
+    store, broker, c = stored()
+    c.declare("other", durable=True)
+    broker.on_durable(store.commit())
+    c.publish("", "other", b"m")
+    c.declare("dq", durable=True)
+    c.publish("amq.direct", "nowhere", b"r", mandatory=True)
+    c.session.handle_method(c.ch, commands.Basic.Get(queue="other", no_ack=True))
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    sent = c.outbox.take()
+    assert [type(item[1] if isinstance(item, tuple) else item).__name__ for item in sent] == [
+        "DeclareOk",
+        "Returned",
+        "GetOk",
+    ]
