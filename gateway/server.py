@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,10 @@ ACCEPT_RETRY_SLEEP = 0.1
 TICK_RETRY = 1.0
 #: Seconds between retries of a failed store write (a full disk; see gateway.store.database).
 STORE_RETRY = 1.0
+#: How long a thread waiting for the GIL lets the running one go on (Python's default is 5 ms).
+#: The committer's worker thread takes the GIL back a few times per commit; behind a busy event
+#: loop each take waited the full interval, which every publisher confirm then waited too.
+COMMITTER_SWITCH_INTERVAL = 0.0005
 
 _CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
@@ -184,7 +189,8 @@ class Node:
             while self.handlers:
                 await trio.sleep(0.01)
         if self.store is not None and self.store.pending:
-            self.broker.on_durable(await self.store.commit())
+            # One transaction for all that is left: the clients are gone, nobody waits behind it.
+            self.broker.on_durable(await self.store.commit(settle_all=True), self.store.settled)
         if self._handler_nursery is not None:
             self._handler_nursery.cancel_scope.cancel()
 
@@ -252,13 +258,14 @@ class Node:
         disk is likely still full). Each commit rechecks the disk alarm.
         """
         assert self.store is not None and self.disk_alarm is not None
+        sys.setswitchinterval(COMMITTER_SWITCH_INTERVAL)
         while True:
             await self._commit_wanted.wait()
             self._commit_wanted = trio.Event()
             while self.store.pending:
                 failed = False
                 try:
-                    self.broker.on_durable(await self.store.commit())
+                    self.broker.on_durable(await self.store.commit(), self.store.settled)
                 except WriteFailed as failure:
                     LOGGER.error("%s; its publishes are nacked, next write in %ss", failure, STORE_RETRY)
                     self.broker.on_lost(failure.ticket)

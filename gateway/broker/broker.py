@@ -36,8 +36,10 @@ class Broker:
         self.sessions: dict[int, Session] = {}
         #: Ids for messages, unique across restarts (recover() moves this past stored ones).
         self.next_message_id = 1
-        #: The last store ticket known to be committed.
+        #: The last store ticket known to be committed, and the last one whose removals
+        #: (acks) are committed too (see gateway.store's backlog).
         self.durable_ticket = 0
+        self.settled_ticket = 0
         #: Called with a deadline earlier than the one tick() last returned (optional; the
         #: server uses it to re-arm its timer).
         self.on_deadline: Callable[[float], None] | None = None
@@ -148,22 +150,23 @@ class Broker:
     def forget_channel(self, channel: Channel) -> None:
         self._confirm_waiters.discard(channel)
 
-    def on_durable(self, ticket: int) -> None:
-        """The store committed everything up to `ticket`: send the confirms and Tx.Commit-Oks
-        that waited for it."""
-        if ticket <= self.durable_ticket:
+    def on_durable(self, ticket: int, settled: int | None = None) -> None:
+        """The store committed everything up to `ticket`, and removals up to `settled` (by
+        default `ticket` too): send the confirms, Declare-Oks and Tx.Commit-Oks that waited."""
+        settled = ticket if settled is None else settled
+        if ticket <= self.durable_ticket and settled <= self.settled_ticket:
             return
-        self.durable_ticket = ticket
-        self._settle(ticket, lost=False)
+        self.durable_ticket = max(ticket, self.durable_ticket)
+        self.settled_ticket = max(settled, self.settled_ticket)
+        for channel in list(self._confirm_waiters):
+            if not channel.on_durable(self.durable_ticket, self.settled_ticket):
+                self._confirm_waiters.discard(channel)
 
     def on_lost(self, ticket: int) -> None:
-        """The store failed to write `ticket` (every earlier one is settled): nack its
+        """The store failed to write `ticket` (every earlier one is written): nack its
         publishes. The messages stay in their queues, in memory only (gateway.store says why)."""
-        self._settle(ticket, lost=True)
-
-    def _settle(self, ticket: int, lost: bool) -> None:
         for channel in list(self._confirm_waiters):
-            if not channel.on_durable(ticket, lost):
+            if not channel.on_lost(ticket):
                 self._confirm_waiters.discard(channel)
 
     # -- timers -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ server calls for every method, publish and ack it receives."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pamqp import commands
@@ -176,7 +177,17 @@ class Session:
         if stored and self.broker.alarm is not None and self.hold is None:
             self.hold = self.broker.alarm
         if not reached and mandatory:
-            self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
+            channel.in_order(
+                partial(
+                    self.outbox.send_return,
+                    channel.number,
+                    312,
+                    "NO_ROUTE",
+                    exchange.name,
+                    routing_key,
+                    content,
+                )
+            )
         if channel.confirms is not None:
             store = self.broker.store
             self._confirm(channel, store.ticket() if stored and store is not None else 0, not refused)

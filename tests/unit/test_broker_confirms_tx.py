@@ -92,6 +92,7 @@ def test_transient_message_on_durable_queue_is_not_stored_and_confirmed_at_once(
     broker = Broker(store=store)
     c = confirming(broker)
     c.declare("d", durable=True)
+    broker.on_durable(store.commit())  # the queue itself
     c.publish("", "d", b"1")
     assert confirms(c) == [("Ack", 1, False)]
     assert store.named("add_message") == []

@@ -24,7 +24,6 @@ from gateway.store import (
     StoreLocked,
     WriteFailed,
 )
-from gateway.store.database import _Batch
 from gateway.wire.content import Content
 
 from .test_store_tables import NASTY, assert_identical
@@ -168,6 +167,7 @@ async def test_deleting_a_queue_drops_its_messages_and_bindings(store: Store) ->
 
 
 async def test_messages_round_trip_in_enqueue_order(store: Store) -> None:
+    store.put_queue("/", "q", False, {})
     for n in (5, 3, 9):
         add(store, n)
     ticket = await store.commit()
@@ -288,9 +288,9 @@ async def test_writes_during_a_commit_land_in_the_next_ticket(
     gate = threading.Event()
     write = store._write
 
-    def held_write(batch: _Batch) -> None:
+    def held_write(*args: Any) -> None:
         assert gate.wait(10), "test gate never opened"
-        write(batch)
+        write(*args)
 
     monkeypatch.setattr(store, "_write", held_write)
     add(store, 1)
@@ -319,10 +319,10 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
     running: list[int] = []
     overlaps: list[int] = []
 
-    def tracked_write(batch: _Batch) -> None:
+    def tracked_write(*args: Any) -> None:
         running.append(1)
         overlaps.append(len(running))
-        write(batch)
+        write(*args)
         running.pop()
 
     monkeypatch.setattr(store, "_write", tracked_write)
@@ -348,7 +348,7 @@ async def test_a_failed_write_gives_up_its_messages_and_retries_the_rest(
     add(store, 2)
     assert await store.commit() == 1
 
-    def full_disk(batch: _Batch) -> None:
+    def full_disk(*args: Any) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(store, "_write", full_disk)
@@ -373,7 +373,7 @@ async def test_a_failed_write_gives_up_its_messages_and_retries_the_rest(
 async def test_writes_retried_after_a_failure_keep_their_order(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_write(batch: _Batch) -> None:
+    def broken_write(*args: Any) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_write", broken_write)
@@ -439,8 +439,9 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         add(store, 1)
         await store.commit()
         path = store.path
-    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at
+    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at, no index
         raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
+        raw.execute("DROP INDEX queue_messages_by_queue")
         raw.execute("PRAGMA user_version = 1")
     with Store.open(tmp_path) as store:
         assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
@@ -449,6 +450,21 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         store.add_message("/", "q", 2, "", "q", content(2), 5.0)
         await store.commit()
         assert [r.routed_at for r in store.load().messages[("/", "q")]] == [None, 5.0]
+
+
+async def test_schema_2_store_gets_the_queue_index(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        add(store, 1)
+        await store.commit()
+        path = store.path
+    with sqlite3.connect(path) as raw:  # what schema 2 looked like: no index by queue
+        raw.execute("DROP INDEX queue_messages_by_queue")
+        raw.execute("PRAGMA user_version = 2")
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        index = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'queue_messages'"
+        assert ("queue_messages_by_queue",) in rows(store, index)
+        assert queued_ids(store) == [1]
 
 
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
