@@ -34,7 +34,7 @@ from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
-from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm
+from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import handle_request
@@ -121,7 +121,16 @@ class Node:
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
-        self.disk_alarm = None if store is None else DiskAlarm(self.broker, store.data_dir, disk_free_limit)
+        self.disk_alarm = (
+            None
+            if store is None
+            else DiskAlarm(
+                self.broker,
+                store.data_dir,
+                disk_free_limit,
+                free=lambda path: free_bytes(path) + store.reusable_bytes,
+            )
+        )
         self.management = Management(self.broker, name)
         if store is not None:
             self.broker.recover(store.load())

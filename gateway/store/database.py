@@ -152,6 +152,11 @@ _LOAD_MESSAGES = (
 _LOAD_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
 
 
+# The space the database holds free for reuse (the disk alarm's view of free space).
+_PAGE_SIZE = "PRAGMA page_size"
+_FREE_PAGES = "PRAGMA freelist_count"
+
+
 class _Batch:
     """Writes buffered since the last commit began.
 
@@ -264,6 +269,11 @@ class Store:
         self._ticket = 1
         #: The last ticket whose removals and delivered flags are durable too.
         self.settled = 0
+        self._page_size: int = db.execute(_PAGE_SIZE).fetchone()[0]
+        #: Bytes of free pages inside the database as of the last commit: SQLite fills them
+        #: before it grows the file, so the disk alarm counts them as free space (consumed
+        #: messages leave them behind; the file itself never shrinks).
+        self.reusable_bytes = self._free_pages()
         self._committing = trio.Lock()
         self._closed = False
 
@@ -478,6 +488,11 @@ class Store:
             if db.in_transaction:
                 db.rollback()
             raise
+        self.reusable_bytes = self._free_pages()
+
+    def _free_pages(self) -> int:
+        (pages,) = self._db.execute(_FREE_PAGES).fetchone()
+        return int(pages) * self._page_size
 
     # -- start-up ----------------------------------------------------------------------------
 

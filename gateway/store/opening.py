@@ -143,6 +143,10 @@ def migrate(db: sqlite3.Connection, path: Path) -> bool:
     if mode != "wal":
         raise StoreError(f"{path}: SQLite refused WAL mode (journal_mode is {mode})")
     db.execute("PRAGMA synchronous = FULL")
+    # Debian builds SQLite with SECURE_DELETE on: every freed page is zeroed through the WAL,
+    # which doubles the writes of an ack and uses as much disk as it frees. FAST zeroes only
+    # what costs no extra I/O; the files are private to the node (0600) anyway.
+    db.execute("PRAGMA secure_delete = FAST")
     db.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
     if version == SCHEMA_VERSION:
         return False

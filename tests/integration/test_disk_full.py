@@ -2,9 +2,9 @@
 publishers with Connection.Blocked while consumers and management go on, and a store write that
 fails on a full disk nacks its publishes instead of killing the node.
 
-The tests decide when the disk is full and when space returns with a filler file
-(tests.tmpfs.fill): SQLite does not give back the space of consumed messages (it reuses it), so
-draining a queue does not by itself raise the free space.
+The tests decide when the disk is full with a filler file (tests.tmpfs.fill), and make space
+return by deleting it or by draining queues: SQLite does not give the space of consumed
+messages back to the filesystem but reuses it, and the alarm counts it as free.
 """
 
 from __future__ import annotations
@@ -180,6 +180,30 @@ def test_low_disk_blocks_publishers_until_space_returns(
         for more in range(n + 1, n + 11):
             assert publisher.publish(more)
         assert drain(node, "work") == publisher.confirmed[len(delivered) :]
+    finally:
+        publisher.close()
+
+
+def test_draining_the_queues_that_filled_the_disk_clears_the_alarm(
+    disk: Path, node_on: Callable[..., NodeProcess]
+) -> None:
+    """No space comes back to the filesystem (the filler stays): the pages consumed messages
+    leave free inside the store are what the alarm sees return."""
+    node = node_on("--disk-free-limit", f"{LIMIT}")
+    fill(disk, LIMIT + 3_000_000)
+    publisher = Publisher(node, "work")
+    try:
+        n = 0
+        while not publisher.is_blocked:
+            assert n < 500, f"never blocked; node log:\n{node.log()[-4000:]}"
+            n += 1
+            assert publisher.publish(n), f"message {n} nacked before the alarm"
+        assert n > 20, "the store should have grown by megabytes before the alarm"
+        assert drain(node, "work") == publisher.confirmed
+        publisher.wait(lambda: publisher.unblocked == 1, "Connection.Unblocked after draining", node)
+        assert "disk alarm cleared" in node.log()
+        assert publisher.publish(n + 1)
+        assert drain(node, "work") == [n + 1]
     finally:
         publisher.close()
 

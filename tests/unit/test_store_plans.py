@@ -19,7 +19,7 @@ from .test_store import add, queued_ids, rows
 # topology tables, and read the message tables along an index, never sorting them.
 STARTUP = "_LOAD"
 TOPOLOGY_TABLES = {"vhosts", "exchanges", "queues", "bindings", "q"}  # q: queues in _LOAD_LAST_SEQ
-SQL_VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE")
+SQL_VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE", "PRAGMA")
 
 
 def store_statements() -> dict[str, str]:
