@@ -48,8 +48,8 @@ from gateway.wire.errors import AMQPError, connection_forced, internal_error, no
 
 LOGGER = logging.getLogger("gateway.server")
 
-HIGH_WATER = 4 * 1024 * 1024
-LOW_WATER = 1024 * 1024
+HIGH_WATER = 512 * 1024
+LOW_WATER = 128 * 1024
 RECEIVE_SIZE = 256 * 1024
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
@@ -148,6 +148,8 @@ class Node:
         )
         self.handlers: set[ConnectionHandler] = set()
         self._commit_wanted = trio.Event()
+        self._later_wanted = trio.Event()
+        self.broker.on_later = lambda: self._later_wanted.set()
         self._deadline_moved = trio.Event()
         self.broker.on_deadline = self._on_deadline
         self._stopping = False
@@ -173,6 +175,7 @@ class Node:
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self._tick_loop)
+                nursery.start_soon(self._later_loop)
                 # Before accepting: links check peers against our own addresses, and durable
                 # links restored here start reconnecting at once.
                 own = [listener.socket.getsockname()[:2] for listener in listeners]
@@ -282,6 +285,18 @@ class Node:
                 self.disk_alarm.check()
                 if failed:
                     await trio.sleep(STORE_RETRY)
+
+    async def _later_loop(self) -> None:
+        """The model's deferred steps (Broker.defer), one per turn, so other connections'
+        reads, writes and commits run between them."""
+        later = self.broker.later
+        while True:
+            await self._later_wanted.wait()
+            self._later_wanted = trio.Event()
+            while later:
+                later.popleft()()
+                self.want_commit()
+                await trio.sleep(0)
 
     async def _tick_loop(self) -> None:
         """Expire message TTLs and unused queues when they fall due.

@@ -110,7 +110,7 @@ class Session:
             for _, taken in channel.tx.settlements:
                 channel.restore(taken)
             channel.tx = None
-        channel.requeue_all()
+        channel.requeue_all(in_steps=True)
 
     def channel(self, number: int) -> Channel:
         channel = self.channels.get(number)

@@ -439,3 +439,26 @@ def test_no_local_skipping_keeps_each_consumers_fifo():
     assert x.bodies() == [b"own, 30 bytes: for x only"]
     a.ack(1)
     assert a.bodies() == [b"abc"]
+
+
+def test_a_closed_channel_requeues_in_steps_that_keep_the_queue_in_order():
+    """Each step is one turn of the server's loop (Broker.defer): 12,000 unacked messages go
+    back as 5,000 + 5,000 + 2,000, the last deliveries first, and end in publish order."""
+    from gateway.broker.channel import REQUEUE_STEP
+
+    broker = Broker()
+    steps = []
+    broker.on_later = lambda: steps.append(len(broker.later))
+    a = setup("q", broker=broker)
+    publish_n(a, 12_000)
+    b = Client(broker)
+    b.consume("q", "b")
+    assert len(b.outbox.deliveries()) == 12_000
+    ready = broker.vhosts["/"].queues["q"].ready
+    b.session.close_channel(1)
+    assert len(ready) == REQUEUE_STEP and [e.message.content.body for e in ready][:1] == [b"7000"]
+    while broker.later:
+        broker.later.popleft()()
+    assert steps == [1, 1]
+    assert [e.message.content.body for e in ready] == [str(n).encode() for n in range(12_000)]
+    assert all(e.redelivered for e in ready)
