@@ -53,7 +53,7 @@ from federation.requests import (
     route_add,
     route_delete,
 )
-from gateway.broker.names import RESERVED_PREFIX
+from gateway.names import RESERVED_PREFIX
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import GUEST, VHOST, Binding, Exchange, Node, Queue, Topology

@@ -15,7 +15,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .records import StoreError, StoreLocked
+from .errors import StoreError, StoreLocked
 
 SCHEMA_VERSION = 2
 DB_FILE = "store.db"

@@ -27,7 +27,7 @@ def app_node(tmp_path: Path) -> Iterator[NodeProcess]:
     users = tmp_path / "users.toml"
     set_password(users, "admin", "secret")
     set_password(users, "app", "pw")
-    text = users.read_text().replace('[users.admin]\n', '[users.admin]\ntags = ["administrator"]\n')
+    text = users.read_text().replace("[users.admin]\n", '[users.admin]\ntags = ["administrator"]\n')
     users.write_text(text)
     node = start_node(tmp_path, "--users", str(users))
     yield node
@@ -133,7 +133,10 @@ def test_deeply_nested_json_is_refused_without_harm(shared_node: NodeProcess) ->
         reply = request(channel, "", body=nested)
         assert reply == {
             "ok": False,
-            "error": {"kind": "usage", "message": "the request is not JSON: JSON nested deeper than 32 levels"},
+            "error": {
+                "kind": "usage",
+                "message": "the request is not JSON: JSON nested deeper than 32 levels",
+            },
         }
         assert channel.is_open and connection.is_open
     finally:

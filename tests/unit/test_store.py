@@ -13,16 +13,8 @@ import trio
 from pamqp import commands
 from trio.testing import wait_all_tasks_blocked
 
-from gateway.store import (
-    DB_FILE,
-    SCHEMA_VERSION,
-    BindingRecord,
-    ExchangeRecord,
-    QueueRecord,
-    Store,
-    StoreError,
-    StoreLocked,
-)
+from gateway.broker.records import BindingRecord, ExchangeRecord, QueueRecord
+from gateway.store import DB_FILE, SCHEMA_VERSION, Store, StoreError, StoreLocked
 from gateway.store.database import _Batch
 from gateway.wire.content import Content
 

@@ -19,7 +19,7 @@ from federation.cli import config_cli, route_cli
 from federation.cli.common import broker_address as address
 from federation.management_client import ManagementFailed
 from federation.requests import RouteOptions
-from gateway.broker.names import STANDARD_EXCHANGES
+from gateway.names import STANDARD_EXCHANGES
 from topology.apply import apply_plan
 from topology.changes import Plan, ordered_requests
 from topology.live import LiveNode, LiveState, read_live
