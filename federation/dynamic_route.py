@@ -5,14 +5,20 @@ Two halves, both on every node:
 - `FederatedExchanges` keeps one `FederatedExchange` (federation.dynamic) per exchange that has
   dynamic routes on this node or receives adverts from a downstream node, attached to the
   broker's Exchange (`exchange.federation`) while either lasts. It also takes the control
-  messages downstream nodes publish to CONTROL_EXCHANGE (the server hands them over).
+  messages downstream nodes publish to CONTROL_EXCHANGE (the node's handler for that exchange
+  hands them over).
 - `DynamicRoute` is the pull route of one exchange on one link. On each connection it checks
-  that the source has the exchange with the same type, declares its bridge queue there
-  (exclusive and auto-delete: the source forgets our interest when the connection dies),
+  that the source has the exchange with the same type, declares its bridge queue there,
   publishes this node's complete advert set for that source, and then forwards what arrives in
   the bridge queue into the local exchange (Forwarder, LocalSink: at least once), resending the
   complete set whenever the local interest changes. A reconnect runs all of it again, so the
   source replaces whatever it held: a full resync, never a stale or missing binding.
+
+A transient route's bridge queue is exclusive and auto-delete: the source forgets our interest
+when the connection dies. A durable route's is durable and bounded (BRIDGE_ARGUMENTS), like a
+durable static route's queue and RabbitMQ's federation upstream queue: the source keeps our last
+adverts (in federation.db too, restored at its start) and buffers what matches them while we
+are away or either node restarts; deleting the route deletes the queue.
 
 Several routes (one per upstream) share a FederatedExchange, whose single on_change hook is a
 `_Fanout` waking each of them.
@@ -21,7 +27,7 @@ Several routes (one per upstream) share a FederatedExchange, whose single on_cha
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -32,12 +38,14 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.local import LocalChannelClosed
+from federation.persistence import FederationStore
 from federation.routes import (
     Forwarder,
     LocalNode,
     Route,
     RouteConfig,
     check_peer_exchange,
+    declare_source_queue,
     peer_name,
     run_beside,
 )
@@ -46,13 +54,23 @@ from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.management import ManagementError
 from gateway.names import CONTROL_EXCHANGE
-from gateway.wire import make_method
 from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("federation.dynamic_route")
 
 #: The vhost dynamic routes work in (LocalSink's, the links' default).
 VHOST = "/"
+#: A durable route's bridge queue on the source keeps at most this many messages while the
+#: destination is away; beyond, the oldest are dropped (and counted as the queue's `dropped`).
+BRIDGE_MAX_LENGTH = 100_000
+#: ...and is deleted once unconsumed for this long (ms): a destination gone for good.
+BRIDGE_EXPIRES = 24 * 3600 * 1000
+#: The durable bridge queue's arguments (docs/federation.md, "Dynamic routes").
+BRIDGE_ARGUMENTS: dict[str, Any] = {
+    "x-max-length": BRIDGE_MAX_LENGTH,
+    "x-overflow": "drop-head",
+    "x-expires": BRIDGE_EXPIRES,
+}
 _ADVERT_PROPERTIES = commands.Basic.Properties(content_type="application/json")
 
 
@@ -84,6 +102,8 @@ class FederatedExchanges:
     def __init__(self, node_name: str) -> None:
         self._node_name = node_name
         self._entries: dict[tuple[str, str], _Entry] = {}
+        #: Where adverts for durable bridge queues are kept (set by `restore`; None: nowhere).
+        self.store: FederationStore | None = None
 
     def attach(self, vhost: VHost, name: str, tag: str | None = None) -> FederatedExchange | None:
         """The exchange's FederatedExchange, created (tagged `tag`, else the node's name) and
@@ -123,24 +143,51 @@ class FederatedExchanges:
     def receive(self, vhost: VHost, body: bytes) -> None:
         """A control message a downstream node published to CONTROL_EXCHANGE on `vhost`: its
         complete adverts for one exchange, and the bridge queue it declared here just before.
+        Adverts that came with a durable bridge queue are kept in `store`, so that after a
+        crash this node routes into that queue again before the downstream node is back."""
+        applied = self._apply(vhost, body)
+        if applied is None or self.store is None:
+            return
+        name, sender, keep = applied
+        if keep:
+            self.store.put_adverts(vhost.name, name, sender, body)
+        else:
+            self.store.delete_adverts(vhost.name, name, sender)
+
+    def restore(self, vhosts: Mapping[str, VHost], store: FederationStore) -> None:
+        """Take back the stored adverts of durable bridge queues that outlived a restart (the
+        downstream node's full resync replaces them when it reconnects), and keep adverts in
+        `store` from now on. Those whose queue is gone (expired or deleted) are dropped."""
+        self.store = store
+        for vhost_name, name, sender, body in store.load_adverts():
+            vhost = vhosts.get(vhost_name)
+            applied = None if vhost is None else self._apply(vhost, body)
+            if applied is None or not applied[2]:
+                store.delete_adverts(vhost_name, name, sender)
+
+    def _apply(self, vhost: VHost, body: bytes) -> tuple[str, str, bool] | None:
+        """Install a control message's adverts: (exchange, sender, whether they are worth
+        keeping: some interest, with a durable bridge queue), or None if it was ignored.
         Anything wrong is logged and ignored: a peer must not be able to crash the node."""
         try:
             name, sender, queue, adverts = decode_adverts(body)
         except ValueError as error:
             LOGGER.warning("%s; ignored", error)
-            return
+            return None
         bridge = vhost.queues.get(queue)
         federated = self.attach(vhost, name) if bridge is not None else None
         if bridge is None or federated is None:
             missing = f"bridge queue '{queue}'" if bridge is None else f"exchange '{name}'"
             LOGGER.warning("adverts from %s ignored: no %s in vhost '%s'", sender, missing, vhost.name)
-            return
+            return None
         try:
             federated.receive_adverts(sender, bridge, adverts)
         except ValueError as error:  # bindings the exchange's matcher refuses
             LOGGER.warning("adverts from %s for exchange '%s' ignored: %s", sender, name, error)
             federated.receive_adverts(sender, bridge, set())
+            adverts = set()
         self._release_if_idle(vhost.name, name)
+        return name, sender, bridge.durable and bool(adverts)
 
     def _release_if_idle(self, vhost: str, name: str) -> None:
         """Detach when no dynamic route uses the exchange and no downstream interest remains."""
@@ -164,6 +211,11 @@ class DynamicRoute(Route):
         self._changed = trio.Event()
         self._upstream = ""
         self._bridge = ""
+
+    @property
+    def durable_queue(self) -> str | None:
+        """A durable route's bridge queue on the source, once declared: deleted with the route."""
+        return self._bridge if self.config.durable and self._bridge else None
 
     def prepare(self) -> None:
         """Attach the exchange's federation now, so local bindings count from the start, and
@@ -202,8 +254,9 @@ class DynamicRoute(Route):
         federated = self._federated()
         await check_peer_exchange(channel, federated.vhost.exchanges[self.config.exchange], self.peer)
         self._bridge = f"federation.bridge.{federated.tag}.{self.config.exchange}"
-        declare = make_method(commands.Queue.Declare, queue=self._bridge, exclusive=True, auto_delete=True)
-        await channel.call(declare)
+        durable = self.config.durable
+        arguments = BRIDGE_ARGUMENTS if durable else None
+        await declare_source_queue(channel, self._bridge, durable=durable, arguments=arguments)
         self._changed = trio.Event()
         self._advertise(channel)
         return self._bridge

@@ -129,6 +129,7 @@ class Federation:
                 await trio.sleep_forever()
         finally:
             self._nursery = None
+            self._exchanges.store = None
             self._store.close()
 
     async def close(self) -> None:
@@ -158,6 +159,7 @@ class Federation:
             self._attach(peer, route)
         if links:
             LOGGER.info("restored %d durable link(s) and %d route(s)", len(links), len(routes))
+        self._exchanges.restore(self.node.broker.vhosts, self._store)  # after the routes' tags
 
     # -- links ------------------------------------------------------------------------------
 

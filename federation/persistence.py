@@ -15,6 +15,10 @@ The bindings a federated exchange's peering made on its parent's queue are store
 each, kept in step by the peering): without them a restarted child could not unbind those
 withdrawn while it was down, and the parent would route to it for nothing, for ever.
 
+So are the last adverts each downstream node with a durable dynamic route sent this node (the
+control message as received, one row per vhost, exchange and sender): after a crash the node
+routes into that node's durable bridge queue again before it reconnects and resends them.
+
 Without a data dir (`--memory`) the same code runs on an in-memory database: durable links and
 routes work for the node's lifetime and nothing outlives it.
 """
@@ -63,6 +67,13 @@ CREATE TABLE IF NOT EXISTS remote_bindings (
     routing_key TEXT NOT NULL,
     arguments BLOB NOT NULL,
     PRIMARY KEY (vhost, exchange, host, port, parent_vhost, queue, routing_key, arguments)
+);
+CREATE TABLE IF NOT EXISTS adverts (
+    vhost TEXT NOT NULL,
+    exchange TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (vhost, exchange, sender)
 );
 """
 # Tables are only ever added, with IF NOT EXISTS: opening a federation.db written by an older
@@ -201,4 +212,24 @@ class FederationStore:
         with self._db:
             self._db.execute(
                 "DELETE FROM remote_bindings WHERE vhost = ? AND exchange = ?", (vhost, exchange)
+            )
+
+    def load_adverts(self) -> list[tuple[str, str, str, bytes]]:
+        """(vhost, exchange, sender, control message body) of every stored advert set."""
+        rows = self._db.execute("SELECT vhost, exchange, sender, body FROM adverts ORDER BY rowid")
+        return [(vhost, exchange, sender, bytes(body)) for vhost, exchange, sender, body in rows]
+
+    def put_adverts(self, vhost: str, exchange: str, sender: str, body: bytes) -> None:
+        """A downstream node's complete adverts for the exchange, replacing what it sent before."""
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO adverts (vhost, exchange, sender, body) VALUES (?, ?, ?, ?)",
+                (vhost, exchange, sender, body),
+            )
+
+    def delete_adverts(self, vhost: str, exchange: str, sender: str) -> None:
+        with self._db:
+            self._db.execute(
+                "DELETE FROM adverts WHERE vhost = ? AND exchange = ? AND sender = ?",
+                (vhost, exchange, sender),
             )

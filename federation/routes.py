@@ -442,14 +442,7 @@ class Route:
             assert config.queue is not None
             return config.queue
         durable = self.durable_queue
-        declare = make_method(
-            commands.Queue.Declare,
-            queue=durable or "",
-            durable=durable is not None,
-            exclusive=durable is None,
-            auto_delete=durable is None,
-        )
-        queue: str = (await channel.call(declare)).queue
+        queue = await declare_source_queue(channel, durable or "", durable=durable is not None)
         bind = make_method(commands.Queue.Bind, queue=queue, exchange=config.exchange, routing_key=config.key)
         await channel.call(bind)
         return queue
@@ -476,6 +469,24 @@ class Route:
         finally:
             source.close()
             await close_route_channel(channel)
+
+
+async def declare_source_queue(
+    channel: Any, name: str, *, durable: bool, arguments: dict[str, Any] | None = None
+) -> str:
+    """Declare a pull route's queue on the source; its name (the server's choice for "").
+    Durable: shared, so it outlives the connection and buffers while this end is away (until
+    the route is deleted). Otherwise exclusive and auto-delete: it dies with the connection."""
+    declare = make_method(
+        commands.Queue.Declare,
+        queue=name,
+        durable=durable,
+        exclusive=not durable,
+        auto_delete=not durable,
+        arguments=arguments or {},
+    )
+    queue: str = (await channel.call(declare)).queue
+    return queue
 
 
 async def close_route_channel(channel: Any, delete: str | None = None) -> None:

@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-level", metavar="L", choices=["debug", "info", "warning", "error"], help="default info"
     )
+    serve.add_argument(
+        "--disk-free-limit",
+        metavar="SIZE",
+        help="hold publishers while the data dir's filesystem has less free (default 50MB; e.g. 1GB, 512MiB)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -138,6 +143,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         name=args.name,
         users=args.users,
         log_level=args.log_level,
+        disk_free_limit=args.disk_free_limit,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -168,6 +174,7 @@ def serve(args: argparse.Namespace) -> int:
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
             federation=federation,
+            disk_free_limit=config.disk_free_limit,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.tomlfile import ConfigError, Invalid, boolean, integer, read_toml, table_values
 
@@ -55,6 +56,41 @@ def _vhosts(value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(["/", *value]))
 
 
+#: Size units as RabbitMQ spells them in disk_free_limit: powers of 1000 and of 1024.
+SIZE_UNITS = {
+    "kB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "k": 2**10,
+    "K": 2**10,
+    "KiB": 2**10,
+    "kiB": 2**10,
+    "M": 2**20,
+    "MiB": 2**20,
+    "G": 2**30,
+    "GiB": 2**30,
+    "T": 2**40,
+    "TiB": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(value: object) -> int:
+    """A byte count: an integer, or a string of digits with an optional unit ("50MB", "1GiB")."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    if match is None or (match.group(2) and match.group(2) not in SIZE_UNITS):
+        raise Invalid(
+            "a size in bytes, optionally with a unit: kB, MB, GB, TB (powers of 1000) or"
+            " KiB, MiB, GiB, TiB (powers of 1024; also k, M, G, T)",
+            value,
+        )
+    number, unit = match.groups()
+    return int(number) * SIZE_UNITS.get(unit, 1)
+
+
 def _path(base: Path) -> Callable[[object], Path]:
     def check(value: object) -> Path:
         if not isinstance(value, str) or not value:
@@ -78,6 +114,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "frame_max": integer(4096, 2**32 - 1),  # the spec's minimum frame size
         "channel_max": integer(1, 65535),
         "vhosts": _vhosts,
+        "disk_free_limit": parse_size,
     }
 
 
@@ -119,6 +156,8 @@ class NodeConfig:
     channel_max: int = 2047
     #: Vhosts that exist from the start; "/" always does.
     vhosts: tuple[str, ...] = ("/",)
+    #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.
+    disk_free_limit: int = DEFAULT_LIMIT
     federation: FederationSettings = FederationSettings()
 
     @property

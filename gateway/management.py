@@ -12,16 +12,18 @@ from __future__ import annotations
 import datetime
 import decimal
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from pamqp import commands
+from pamqp import base, commands
 
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
 from gateway.broker.outbox import NullOutbox
 from gateway.wire.errors import REPLY_NAMES, AMQPError
+from gateway.wire.frames import make_method
 
 Operation = Callable[..., Any]
+M = TypeVar("M", bound=base.Frame)
 
 
 class ManagementError(Exception):
@@ -135,7 +137,8 @@ class Management:
             table["alternate-exchange"] = alternate_exchange
         self._run(
             vhost,
-            commands.Exchange.Declare(
+            _method(
+                commands.Exchange.Declare,
                 exchange=name,
                 exchange_type=type,
                 durable=durable,
@@ -147,7 +150,7 @@ class Management:
 
     def delete_exchange(self, name: str, if_unused: bool = False, vhost: str = "/") -> None:
         self._require_exchange(vhost, name)
-        self._run(vhost, commands.Exchange.Delete(exchange=name, if_unused=if_unused))
+        self._run(vhost, _method(commands.Exchange.Delete, exchange=name, if_unused=if_unused))
 
     def add_queue(
         self,
@@ -159,8 +162,12 @@ class Management:
     ) -> None:
         self._run(
             vhost,
-            commands.Queue.Declare(
-                queue=name, durable=durable, auto_delete=auto_delete, arguments=dict(arguments or {})
+            _method(
+                commands.Queue.Declare,
+                queue=name,
+                durable=durable,
+                auto_delete=auto_delete,
+                arguments=dict(arguments or {}),
             ),
         )
 
@@ -170,7 +177,7 @@ class Management:
         self._require_queue(vhost, name)
         queue = self._vhost(vhost).queues[name]
         count = len(queue.ready)
-        self._run(vhost, commands.Queue.Delete(queue=name, if_unused=if_unused, if_empty=if_empty))
+        self._run(vhost, _method(commands.Queue.Delete, queue=name, if_unused=if_unused, if_empty=if_empty))
         return count
 
     def add_binding(
@@ -183,8 +190,12 @@ class Management:
     ) -> None:
         self._run(
             vhost,
-            commands.Queue.Bind(
-                queue=queue, exchange=exchange, routing_key=routing_key, arguments=dict(arguments or {})
+            _method(
+                commands.Queue.Bind,
+                queue=queue,
+                exchange=exchange,
+                routing_key=routing_key,
+                arguments=dict(arguments or {}),
             ),
         )
 
@@ -198,8 +209,12 @@ class Management:
     ) -> None:
         self._run(
             vhost,
-            commands.Queue.Unbind(
-                queue=queue, exchange=exchange, routing_key=routing_key, arguments=dict(arguments or {})
+            _method(
+                commands.Queue.Unbind,
+                queue=queue,
+                exchange=exchange,
+                routing_key=routing_key,
+                arguments=dict(arguments or {}),
             ),
         )
 
@@ -220,7 +235,7 @@ class Management:
         if name not in self._vhost(vhost).queues:
             raise ManagementError("NOT_FOUND", f"no queue '{name}' in vhost '{vhost}'")
 
-    def _run(self, vhost: str, method: Any) -> None:
+    def _run(self, vhost: str, method: base.Frame) -> None:
         """Run one AMQP method on a short-lived internal session; AMQP errors become ours."""
         self._vhost(vhost)
         session = self.broker.connect(NullOutbox(), "management", vhost, {})
@@ -232,6 +247,15 @@ class Management:
             raise ManagementError(kind, error.reply_text.removeprefix(f"{kind} - ")) from None
         finally:
             session.disconnect()
+
+
+def _method(method_class: type[M], **fields: Any) -> M:
+    """The AMQP method a request stands for; a name no AMQP client could send (over 255
+    bytes, not UTF-8) is refused here, since the wire could never carry it back."""
+    try:
+        return make_method(method_class, **fields)
+    except ValueError as exc:
+        raise ManagementError("SYNTAX_ERROR", str(exc)) from None
 
 
 def jsonable(value: Any) -> Any:

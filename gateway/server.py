@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,12 +34,13 @@ from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import __version__
 from gateway.broker import Broker, Session
+from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import handle_request
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
-from gateway.security import AuthenticationFailed, UsersDB, authenticate
-from gateway.store import Store
+from gateway.security import AuthenticationFailed, Logins, UsersDB
+from gateway.store import Store, WriteFailed
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
 from gateway.wire.content import Content
@@ -54,6 +56,12 @@ CLOSE_TIMEOUT = 3.0
 SHUTDOWN_GRACE = 5.0
 ACCEPT_RETRY_SLEEP = 0.1
 TICK_RETRY = 1.0
+#: Seconds between retries of a failed store write (a full disk; see gateway.store.database).
+STORE_RETRY = 1.0
+#: How long a thread waiting for the GIL lets the running one go on (Python's default is 5 ms).
+#: The committer's worker thread takes the GIL back a few times per commit; behind a busy event
+#: loop each take waited the full interval, which every publisher confirm then waited too.
+COMMITTER_SWITCH_INTERVAL = 0.0005
 
 _CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
@@ -105,12 +113,24 @@ class Node:
         store: Store | None = None,
         limits: Limits = Limits(),
         federation: FederationSettings | None = None,
+        disk_free_limit: int = DEFAULT_LIMIT,
     ) -> None:
         self.name = name
         self.users = users
+        self.logins = Logins(users)
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name)
+        self.disk_alarm = (
+            None
+            if store is None
+            else DiskAlarm(
+                self.broker,
+                store.data_dir,
+                disk_free_limit,
+                free=lambda path: free_bytes(path) + store.reusable_bytes,
+            )
+        )
         self.management = Management(self.broker, name)
         if store is not None:
             self.broker.recover(store.load())
@@ -150,6 +170,8 @@ class Node:
                 self._handler_nursery = nursery
                 if self.store is not None:
                     nursery.start_soon(self._commit_loop)
+                if self.disk_alarm is not None:
+                    nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self._tick_loop)
                 # Before accepting: links check peers against our own addresses, and durable
                 # links restored here start reconnecting at once.
@@ -176,7 +198,8 @@ class Node:
             while self.handlers:
                 await trio.sleep(0.01)
         if self.store is not None and self.store.pending:
-            self.broker.on_durable(await self.store.commit())
+            # One transaction for all that is left: the clients are gone, nobody waits behind it.
+            self.broker.on_durable(await self.store.commit(settle_all=True), self.store.settled)
         if self._handler_nursery is not None:
             self._handler_nursery.cancel_scope.cancel()
 
@@ -190,16 +213,34 @@ class Node:
             self._commit_wanted.set()
 
     async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        """Accept until cancelled. Running out of file descriptors or memory (EMFILE...) is
+        retried every ACCEPT_RETRY_SLEEP, and logged once per burst of failures: the first
+        one, then their number when accepting works again (not ten tracebacks a second)."""
         assert self._handler_nursery is not None
+        failures = 0
+        burst_start = 0.0
+        failure = ""
         while True:
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
-                    LOGGER.error("accept failed (%s); retrying", exc, exc_info=True)
-                    await trio.sleep(ACCEPT_RETRY_SLEEP)
-                    continue
-                raise
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not failures:
+                    burst_start = trio.current_time()
+                    LOGGER.error("accept failed (%s); retrying every %ss", exc, ACCEPT_RETRY_SLEEP)
+                failures += 1
+                failure = f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
+                await trio.sleep(ACCEPT_RETRY_SLEEP)
+                continue
+            if failures:
+                LOGGER.warning(
+                    "accept failed %d times over %.1fs (%s); accepting again",
+                    failures,
+                    trio.current_time() - burst_start,
+                    failure,
+                )
+                failures = 0
             if self._stopping:
                 await trio.aclose_forcefully(stream)
                 continue
@@ -219,13 +260,28 @@ class Node:
             await trio.aclose_forcefully(stream)
 
     async def _commit_loop(self) -> None:
-        """Group commit: one transaction holds every write buffered since the last one."""
-        assert self.store is not None
+        """Group commit: one transaction holds every write buffered since the last one.
+
+        A failed write nacks the publishes it covered and leaves the node serving; the store
+        keeps the rest of the batch for the next write, STORE_RETRY later (not at once: the
+        disk is likely still full). Each commit rechecks the disk alarm.
+        """
+        assert self.store is not None and self.disk_alarm is not None
+        sys.setswitchinterval(COMMITTER_SWITCH_INTERVAL)
         while True:
             await self._commit_wanted.wait()
             self._commit_wanted = trio.Event()
             while self.store.pending:
-                self.broker.on_durable(await self.store.commit())
+                failed = False
+                try:
+                    self.broker.on_durable(await self.store.commit(), self.store.settled)
+                except WriteFailed as failure:
+                    LOGGER.error("%s; its publishes are nacked, next write in %ss", failure, STORE_RETRY)
+                    self.broker.on_lost(failure.ticket)
+                    failed = True
+                self.disk_alarm.check()
+                if failed:
+                    await trio.sleep(STORE_RETRY)
 
     async def _tick_loop(self) -> None:
         """Expire message TTLs and unused queues when they fall due.
@@ -464,13 +520,13 @@ class ConnectionHandler:
     # -- events ---------------------------------------------------------------------------------
 
     async def _login(self, event: events.LoginRequested) -> None:
-        """Check credentials in a worker thread: a password hash costs tens of milliseconds."""
+        """Check credentials through the node's Logins: throttled, cached, and with a bound
+        on the password checks (tens of milliseconds each, in worker threads) run at once."""
         try:
-            self.user = await trio.to_thread.run_sync(
-                authenticate, self.node.users, event.mechanism, event.response, self.peer_host
-            )
+            self.user = await self.node.logins.authenticate(event.mechanism, event.response, self.peer_host)
         except AuthenticationFailed as failure:
-            LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
+            if not failure.logged:
+                LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
             if failure.reply_code == 403:
                 self.wire.refuse_login(failure.reply_text)
                 self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT

@@ -18,6 +18,13 @@ PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 READ_TIMEOUT = 5.0
 
 
+def unchecked(method_class, **fields):
+    """A pamqp method without pamqp's name check (127 characters of [a-zA-Z0-9-_.:@#,/+ ]),
+    for the names RabbitMQ accepts: any UTF-8 up to 255 bytes."""
+    loose = type(method_class.__name__, (method_class,), {"validate": lambda self: None})
+    return loose(**fields)
+
+
 class RawClient:
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         self.sock = socket.create_connection((host, port), timeout=READ_TIMEOUT)

@@ -11,7 +11,7 @@ from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox
 from gateway.broker.records import Snapshot
-from gateway.broker.session import ExchangeHandler, Session
+from gateway.broker.session import ExchangeHandler, Hold, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
 from gateway.wire.errors import not_allowed
@@ -36,8 +36,10 @@ class Broker:
         self.sessions: dict[int, Session] = {}
         #: Ids for messages, unique across restarts (recover() moves this past stored ones).
         self.next_message_id = 1
-        #: The last store ticket known to be committed.
+        #: The last store ticket known to be committed, and the last one whose removals
+        #: (acks) are committed too (see gateway.store's backlog).
         self.durable_ticket = 0
+        self.settled_ticket = 0
         #: Called with a deadline earlier than the one tick() last returned (optional; the
         #: server uses it to re-arm its timer).
         self.on_deadline: Callable[[float], None] | None = None
@@ -47,6 +49,9 @@ class Broker:
         #: the handler and to no queue, and nobody may bind to or from such an exchange, so no
         #: user can read what others send there (management requests carry passwords).
         self.exchange_handlers: dict[str, ExchangeHandler] = {}
+        #: Set while a resource alarm (the node's disk) holds every session that next
+        #: publishes a message the store has to write (see Session.publish).
+        self.alarm: Hold | None = None
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()
@@ -145,14 +150,23 @@ class Broker:
     def forget_channel(self, channel: Channel) -> None:
         self._confirm_waiters.discard(channel)
 
-    def on_durable(self, ticket: int) -> None:
-        """The store committed everything up to `ticket`: send the confirms and Tx.Commit-Oks
-        that waited for it."""
-        if ticket <= self.durable_ticket:
+    def on_durable(self, ticket: int, settled: int | None = None) -> None:
+        """The store committed everything up to `ticket`, and removals up to `settled` (by
+        default `ticket` too): send the confirms, Declare-Oks and Tx.Commit-Oks that waited."""
+        settled = ticket if settled is None else settled
+        if ticket <= self.durable_ticket and settled <= self.settled_ticket:
             return
-        self.durable_ticket = ticket
+        self.durable_ticket = max(ticket, self.durable_ticket)
+        self.settled_ticket = max(settled, self.settled_ticket)
         for channel in list(self._confirm_waiters):
-            if not channel.on_durable(ticket):
+            if not channel.on_durable(self.durable_ticket, self.settled_ticket):
+                self._confirm_waiters.discard(channel)
+
+    def on_lost(self, ticket: int) -> None:
+        """The store failed to write `ticket` (every earlier one is written): nack its
+        publishes. The messages stay in their queues, in memory only (gateway.store says why)."""
+        for channel in list(self._confirm_waiters):
+            if not channel.on_lost(ticket):
                 self._confirm_waiters.discard(channel)
 
     # -- timers -----------------------------------------------------------------------------

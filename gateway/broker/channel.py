@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
@@ -10,7 +12,7 @@ from pamqp import commands
 from gateway.broker.confirms import Confirms
 from gateway.broker.message import Entry
 from gateway.wire.content import Content
-from gateway.wire.errors import precondition_failed
+from gateway.wire.errors import precondition_failed, resource_error
 
 if TYPE_CHECKING:
     from gateway.broker.outbox import Outbox
@@ -52,7 +54,7 @@ class Consumer:
     def can_take(self, size: int) -> bool:
         """Whether a message of `size` bytes may be delivered now (flow, back-pressure, qos)."""
         channel = self.channel
-        if not channel.flowing or not channel.outbox.writable():
+        if not channel.flowing or channel.held_replies or not channel.outbox.writable():
             return False
         if self.no_ack:
             return True
@@ -98,6 +100,7 @@ class Channel:
         "confirms",
         "tx",
         "commit_oks",
+        "held_replies",
         "last_queue",
     )
 
@@ -122,34 +125,87 @@ class Channel:
         self.tx: Transaction | None = None
         #: Store tickets that committed transactions wait for before their Tx.Commit-Ok.
         self.commit_oks: deque[int] = deque()
+        #: Sends held until a store ticket is durable: a durable declare's OK, then whatever the
+        #: channel answers after it (ticket 0), oldest first.
+        self.held_replies: deque[tuple[int, Callable[[], None]]] = deque()
         #: The queue name that '' stands for in later queue methods (the spec's shortcut).
         self.last_queue = ""
 
     def send(self, method: Any) -> None:
-        self.outbox.send_method(self.number, method)
+        """Send a reply, after the held ones (replies on a channel keep their order)."""
+        if self.held_replies:
+            self.held_replies.append((0, partial(self.outbox.send_method, self.number, method)))
+        else:
+            self.outbox.send_method(self.number, method)
 
-    def commit_ok_after(self, ticket: int, durable_ticket: int) -> bool:
-        """Send Tx.Commit-Ok once the store has committed `ticket` (0: nothing to wait for),
-        never before an earlier commit's; True if it has to wait."""
+    def in_order(self, send: Callable[[], None]) -> None:
+        """Send what is not a plain method (a Get-Ok, a Return) now, or after the held replies."""
+        if self.held_replies:
+            self.held_replies.append((0, send))
+        else:
+            send()
+
+    def send_when_durable(self, method: Any, ticket: int, durable_ticket: int) -> bool:
+        """Send `method` once the store has committed `ticket` (0: nothing to wait for), in
+        order with the channel's other replies; True if it has to wait."""
+        if ticket <= durable_ticket:
+            self.send(method)
+            return False
+        self.held_replies.append((ticket, partial(self.outbox.send_method, self.number, method)))
+        return True
+
+    def commit_ok_after(self, ticket: int, settled_ticket: int) -> bool:
+        """Send Tx.Commit-Ok once the store has committed `ticket` with its acks (0: nothing
+        to wait for), never before an earlier commit's; True if it has to wait."""
         if self.commit_oks:
             ticket = max(ticket, self.commit_oks[-1])
-        if ticket <= durable_ticket:
+        if ticket <= settled_ticket:
             self.send(commands.Tx.CommitOk())
             return False
         self.commit_oks.append(ticket)
         return True
 
-    def on_durable(self, ticket: int) -> bool:
-        """The store committed up to `ticket`: release what waited; True if more still waits."""
+    def on_durable(self, ticket: int, settled: int) -> bool:
+        """The store committed up to `ticket` (removals up to `settled`): release what waited;
+        True if more still waits."""
+        held = self.held_replies
+        if held:
+            while held and held[0][0] <= ticket:
+                held.popleft()[1]()
+            if not held:
+                self.redispatch()
         commit_oks = self.commit_oks
-        while commit_oks and commit_oks[0] <= ticket:
+        while commit_oks and commit_oks[0] <= settled:
             commit_oks.popleft()
             self.send(commands.Tx.CommitOk())
         confirms = self.confirms
         if confirms is not None:
             confirms.flush(ticket)
-            return confirms.pending or bool(commit_oks)
-        return bool(commit_oks)
+        return self._waiting()
+
+    def on_lost(self, ticket: int) -> bool:
+        """The store failed to write `ticket` (every earlier one is written): nack its publishes;
+        True if more still waits.
+
+        A transaction committed in that ticket cannot be told so with Tx.Commit-Ok, so its
+        channel is closed with 506 instead. A held Declare-Ok waits on: the store writes the
+        declaration again with the next batch, whose ticket releases it.
+        """
+        if ticket in self.commit_oks:
+            self.outbox.close_channel(
+                self.number,
+                resource_error("the store failed to write the transaction", commands.Tx.Commit()),
+            )
+            self.session.close_channel(self.number)
+            return False
+        confirms = self.confirms
+        if confirms is not None:
+            confirms.flush(ticket, lost=True)
+        return self._waiting()
+
+    def _waiting(self) -> bool:
+        confirms = self.confirms
+        return bool(self.held_replies or self.commit_oks or (confirms is not None and confirms.pending))
 
     # -- acknowledgements -------------------------------------------------------------------
 

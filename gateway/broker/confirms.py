@@ -1,7 +1,8 @@
 """Publisher confirms for one channel: sent in publish order, coalesced into multiple acks.
 
 A publish is confirmable once the store ticket of its writes is durable (ticket 0: nothing to
-wait for). Confirms leave strictly in order, so a run of acks can be one `multiple=True` ack.
+wait for), and is nacked if the store failed to write that ticket. Confirms leave strictly in
+order, so a run of acks can be one `multiple=True` ack; nacks go one by one.
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ class Confirms:
         self.flush(durable)
         return bool(self.pending)
 
-    def flush(self, durable: int) -> None:
-        """Send every confirm whose ticket is now durable, up to the first that is not."""
+    def flush(self, durable: int, lost: bool = False) -> None:
+        """Send every confirm whose ticket is now settled, up to the first that is not: as
+        recorded if the store wrote up to `durable`, a nack for each if it `lost` that ticket."""
         pending = self.pending
         run_end = 0
         run_length = 0
         while pending and pending[0][1] <= durable:
             seq, _, ack = pending.popleft()
-            if ack:
+            if ack and not lost:
                 run_end = seq
                 run_length += 1
                 continue

@@ -3,6 +3,7 @@ acknowledging, publisher confirms and transactions."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from pamqp import commands
@@ -69,14 +70,17 @@ def basic_get(session: Session, channel: Channel, method: commands.Basic.Get) ->
     if not method.no_ack:
         channel.unacked[tag] = entry
     message = entry.message
-    session.outbox.send_get_ok(
-        channel.number,
-        tag,
-        entry.redelivered,
-        message.exchange,
-        message.routing_key,
-        len(queue.ready),
-        message.content,
+    channel.in_order(
+        partial(
+            session.outbox.send_get_ok,
+            channel.number,
+            tag,
+            entry.redelivered,
+            message.exchange,
+            message.routing_key,
+            len(queue.ready),
+            message.content,
+        )
     )
 
 
@@ -137,7 +141,7 @@ def tx_commit(session: Session, channel: Channel, method: commands.Tx.Commit) ->
     # Commit-Ok promises durability, as RabbitMQ's does: wait for the store if it has writes.
     store = session.broker.store
     ticket = store.ticket() if store is not None and store.pending else 0
-    if channel.commit_ok_after(ticket, session.broker.durable_ticket):
+    if channel.commit_ok_after(ticket, session.broker.settled_ticket):
         session.broker.wait_for_durable(channel)
 
 

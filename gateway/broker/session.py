@@ -4,6 +4,7 @@ server calls for every method, publish and ack it receives."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pamqp import commands
@@ -79,8 +80,8 @@ class Session:
         self.exclusive_queues: set[Queue] = set()
         #: Whether the client wants basic.cancel when its queue is deleted under it.
         self.cancel_notify = bool(outbox.client_capabilities.get("consumer_cancel_notify"))
-        #: Set when this session's publishers must pause (a full federation outbox): the
-        #: server stops reading from the connection until the hold is released.
+        #: Set when this session's publishers must pause (a full federation outbox, the disk
+        #: alarm): the server stops reading from the connection until the hold is released.
         self.hold: Hold | None = None
 
     def __repr__(self) -> str:
@@ -164,11 +165,29 @@ class Session:
     def publish(
         self, channel: Channel, exchange: Exchange, routing_key: str, mandatory: bool, content: Content
     ) -> None:
-        """Route and enqueue now; then the Return (if unroutable and mandatory) and the confirm."""
+        """Route and enqueue now; then the Return (if unroutable and mandatory) and the confirm.
+
+        While the broker's alarm is on, a publish that writes to the store holds its session
+        after it (like RabbitMQ, which blocks a connection when it next publishes). Publishes
+        that write nothing (transient, unroutable, management requests) go on, so management
+        keeps answering a full disk.
+        """
         return_to = (self.id, channel.number) if mandatory else None
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
+        if stored and self.broker.alarm is not None and self.hold is None:
+            self.hold = self.broker.alarm
         if not reached and mandatory:
-            self.outbox.send_return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content)
+            channel.in_order(
+                partial(
+                    self.outbox.send_return,
+                    channel.number,
+                    312,
+                    "NO_ROUTE",
+                    exchange.name,
+                    routing_key,
+                    content,
+                )
+            )
         if channel.confirms is not None:
             store = self.broker.store
             self._confirm(channel, store.ticket() if stored and store is not None else 0, not refused)

@@ -63,5 +63,5 @@ class StoreWriter(Protocol):
 
     @property
     def pending(self) -> bool:
-        """Whether writes are buffered that the next commit will make durable."""
+        """Whether writes are buffered that a commit has still to make durable."""
         ...

@@ -19,6 +19,7 @@ from gateway.broker.names import describe, generated_queue_name
 from gateway.names import RESERVED_PREFIX
 from gateway.routing import EXCHANGE_TYPES
 from gateway.wire.errors import access_refused, command_invalid, precondition_failed
+from gateway.wire.frames import make_method
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
@@ -68,7 +69,8 @@ def exchange_declare(session: Session, channel: Channel, method: commands.Exchan
                     raise inequivalent(field, description, received, current)
             check_equivalent_arguments(arguments, existing.arguments, EXCHANGE_EQUIVALENCE_KEYS, description)
     if not method.nowait:
-        channel.send(commands.Exchange.DeclareOk())
+        durable = vhost.exchanges[name].durable
+        _reply_when_durable(session, channel, commands.Exchange.DeclareOk(), durable)
 
 
 def exchange_delete(session: Session, channel: Channel, method: commands.Exchange.Delete) -> None:
@@ -154,7 +156,23 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
             queue.last_used = session.broker.clock()
     channel.last_queue = queue.name
     if not method.nowait:
-        channel.send(commands.Queue.DeclareOk(queue.name, len(queue.ready), len(queue.consumers)))
+        reply = make_method(
+            commands.Queue.DeclareOk,
+            queue=queue.name,
+            message_count=len(queue.ready),
+            consumer_count=len(queue.consumers),
+        )
+        _reply_when_durable(session, channel, reply, queue.store is not None)
+
+
+def _reply_when_durable(session: Session, channel: Channel, reply: Any, durable: bool) -> None:
+    """A durable exchange's or queue's Declare-Ok follows the commit of the store's buffered
+    writes, which may hold its creation (ours or another channel's): a SIGKILL after the OK
+    must not lose it."""
+    store = session.broker.store
+    ticket = store.ticket() if durable and store is not None and store.pending else 0
+    if channel.send_when_durable(reply, ticket, session.broker.durable_ticket):
+        session.broker.wait_for_durable(channel)
 
 
 def queue_bind(session: Session, channel: Channel, method: commands.Queue.Bind) -> None:

@@ -77,6 +77,10 @@ class VHost:
                     stored = True
             else:
                 refused = True
+        if message.persistent and not stored and exchange.federation is not None:
+            # Federation may store copies of its own (dynamic routing's durable bridge queues,
+            # written during `route`): the confirm then waits for the batch holding them.
+            stored = broker.store is not None and broker.store.pending
         return len(queues), refused, stored
 
     def dead_letter(self, queue: Queue, messages: list[Message], reason: str) -> None:

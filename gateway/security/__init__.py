@@ -1,5 +1,7 @@
-"""Who may connect: hashed users file, built-in guest (loopback only), SASL PLAIN/AMQPLAIN."""
+"""Who may connect: hashed users file, built-in guest (loopback only), SASL PLAIN/AMQPLAIN,
+and the throttle and bounds that keep a storm of logins affordable."""
 
+from gateway.security.logins import Logins, LoginThrottle
 from gateway.security.passwords import PasswordHash, hash_password
 from gateway.security.sasl import MECHANISMS, AuthenticationFailed, authenticate
 from gateway.security.users import (
@@ -14,6 +16,8 @@ from gateway.security.users import (
 __all__ = [
     "MECHANISMS",
     "AuthenticationFailed",
+    "LoginThrottle",
+    "Logins",
     "PasswordHash",
     "User",
     "UsersDB",

@@ -8,10 +8,12 @@ RabbitMQ's "For details see the broker logfile" promises.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 from pamqp import decode
 
 from gateway.security.users import User, UsersDB
+from gateway.wire.tables import check_table
 
 MECHANISMS = ("PLAIN", "AMQPLAIN")
 
@@ -20,14 +22,16 @@ class AuthenticationFailed(Exception):
     """Login refused. Send `reply_code`/`reply_text` to the client, log `reason`.
 
     `reply_code` is 403 ACCESS_REFUSED, except 503 COMMAND_INVALID for a mechanism we never
-    offered, as RabbitMQ replies.
+    offered, as RabbitMQ replies. `logged` is set when the refusal was logged already (the
+    login throttle logs once per burst, not once per attempt).
     """
 
-    def __init__(self, reply_text: str, reason: str, reply_code: int = 403) -> None:
+    def __init__(self, reply_text: str, reason: str, reply_code: int = 403, *, logged: bool = False) -> None:
         super().__init__(reply_text)
         self.reply_text = reply_text
         self.reason = reason
         self.reply_code = reply_code
+        self.logged = logged
 
 
 def _refused(mechanism: str, reason: str) -> AuthenticationFailed:
@@ -38,12 +42,26 @@ def _refused(mechanism: str, reason: str) -> AuthenticationFailed:
     )
 
 
-def authenticate(db: UsersDB, mechanism: str, response: bytes, peer_host: str) -> User:
-    """Check a Start-Ok's credentials from `peer_host`; the user, or AuthenticationFailed.
+@dataclass(frozen=True)
+class LoginRequest:
+    """A Start-Ok's credentials that passed the cheap checks; only the password is left."""
 
-    CPU-bound for about 40 ms (scrypt) unless the same credentials succeeded recently, so the
-    server may run it in a worker thread.
-    """
+    mechanism: str
+    username: str
+    password: str
+    #: None for a user the node does not know (still checked against a decoy: same cost).
+    user: User | None
+
+    def refused(self) -> AuthenticationFailed:
+        """The refusal when the password check fails."""
+        why = "wrong password" if self.user is not None else "no such user"
+        return _refused(self.mechanism, f"user {self.username!r} - invalid credentials ({why})")
+
+
+def login_request(db: UsersDB, mechanism: str, response: bytes, peer_host: str) -> LoginRequest:
+    """Decode a Start-Ok's response from `peer_host` and refuse what needs no password check
+    (AuthenticationFailed): an unknown mechanism, a malformed response, a blank password, a
+    loopback-only user from elsewhere."""
     if mechanism == "PLAIN":
         username, password = _plain(response)
     elif mechanism == "AMQPLAIN":
@@ -61,11 +79,21 @@ def authenticate(db: UsersDB, mechanism: str, response: bytes, peer_host: str) -
         raise _refused(mechanism, f"user {username!r} can only connect via localhost")
     if not password:
         raise _refused(mechanism, f"user {username!r} attempted to log in with a blank password")
-    verified = db.verify(username, password)  # unknown users cost the same, see UsersDB
-    if user is None or not verified:
-        why = "wrong password" if user is not None else "no such user"
-        raise _refused(mechanism, f"user {username!r} - invalid credentials ({why})")
-    return user
+    return LoginRequest(mechanism, username, password, user)
+
+
+def authenticate(db: UsersDB, mechanism: str, response: bytes, peer_host: str) -> User:
+    """Check a Start-Ok's credentials from `peer_host`; the user, or AuthenticationFailed.
+
+    CPU-bound for about 40 ms (scrypt) unless the same credentials succeeded recently. The
+    server goes through gateway.security.logins instead, which adds a throttle and a bound on
+    concurrent checks around the same steps.
+    """
+    request = login_request(db, mechanism, response, peer_host)
+    verified = db.verify(request.username, request.password)  # unknown users cost the same
+    if request.user is None or not verified:
+        raise request.refused()
+    return request.user
 
 
 def _plain(response: bytes) -> tuple[str, str]:
@@ -96,6 +124,7 @@ def _amqplain(response: bytes) -> tuple[str, str]:
     else:
         table = struct.pack(">I", len(response)) + response
     try:
+        check_table(table, 0, "AMQPLAIN response")
         _, fields = decode.field_table(table)
     except (ValueError, IndexError, struct.error):
         raise _refused("AMQPLAIN", "malformed AMQPLAIN response (not a field table)") from None

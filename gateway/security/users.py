@@ -139,6 +139,11 @@ class UsersDB:
         record = self._records.get(name)
         return record.user if record else None
 
+    def recently_verified(self, name: str, password: str) -> bool:
+        """True when these credentials succeeded recently: cheap (one HMAC), no scrypt."""
+        record = self._records.get(name)
+        return record is not None and self._verified.token(name, password, record.password) in self._verified
+
     def verify(self, name: str, password: str) -> bool:
         """Check a password; CPU-bound (scrypt) unless this login succeeded recently."""
         record = self._records.get(name)

@@ -1,7 +1,7 @@
 """Durable state of a node in SQLite (WAL, group commit); see docs/architecture.md."""
 
 from .database import Store
-from .errors import StoreError, StoreLocked
+from .errors import StoreError, StoreLocked, WriteFailed
 from .opening import DB_FILE, LOCK_FILE, SCHEMA_VERSION
 
 __all__ = [
@@ -11,4 +11,6 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreLocked",
+    "WriteFailed",
+    "WriteFailed",
 ]

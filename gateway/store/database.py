@@ -7,17 +7,35 @@ already survive SIGKILL (the WAL sits in the kernel's page cache) but may roll b
 commits on power loss, and a publisher confirm promises more than that. The price is one fsync
 per batch, shared by every write that arrived while the previous batch was being committed.
 
+Cost: every statement finds its rows through a primary key or the queue index (see the
+statements below), so a commit costs in proportion to its own rows. Removals and delivered
+flags wait in a backlog of which one commit writes at most SETTLE_CHUNK: nobody waits for them
+but Tx.Commit-Ok (through `settled`), so a huge ack or requeue never holds a later publish's
+confirm for longer than one bounded commit. Topology and enqueued messages are always written
+whole, in ticket order.
+
 Checkpoints: SQLite's automatic checkpoint (every ~1000 WAL pages) runs at the end of a commit, on
 the committer's worker thread, never on the event loop. No other connection ever reads the
 database (the data dir is locked), so every checkpoint completes and the WAL restarts from its
 beginning; `journal_size_limit` then trims a WAL that a burst of large messages grew.
+
+Failed commits (a full disk, an I/O error) are not fatal. SQLite rolls the transaction back,
+so nothing of the failed batch is on disk, and `commit` raises `WriteFailed` with its ticket:
+the node nacks the publishes of that ticket and keeps serving. What the batch did is then
+split in two. Its new messages (`add_message`) are given up: their publishers were nacked, so
+nothing may claim them durable later, and they live on in memory only, as if transient (a
+restart loses them). Everything else is retried: topology goes in front of the next batch, in
+order, because later writes may depend on it (a message enqueued on a queue whose declaration
+failed), and the backlog chunk (acks, delivered flags) goes back to the front of the backlog. So
+a later ticket never confirms anything without the surviving writes of every failed ticket
+before it, and once there is space again the store goes on from where it was.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -27,7 +45,7 @@ import trio
 from gateway.broker.records import BindingRecord, ExchangeRecord, MessageRecord, QueueRecord, Snapshot
 from gateway.wire.content import Content
 
-from .errors import StoreError
+from .errors import StoreError, WriteFailed
 from .opening import DB_FILE, connect, lock_data_dir
 from .tables import canonical, dump_table, load_table
 
@@ -42,13 +60,14 @@ class _RowsStatement:
 
     `executemany` steps once per row, and every step releases and re-takes the GIL; on the
     worker thread each re-take waits for the busy event loop to let go, so a commit of a
-    thousand rows spent most of its time waiting. Here a chunk of up to CHUNK rows is one step ("VALUES (?, ?), (?, ?)
-    ..."). The last chunk is padded to a power of two by repeating its last row (a no-op for
+    thousand rows spent most of its time waiting. Here a chunk of up to CHUNK rows is one step
+    ("VALUES (?, ?), (?, ?) ..."). The last chunk is padded to a power of two by repeating its last row (a no-op for
     every statement below), so only a handful of distinct statements are ever prepared.
     """
 
-    #: 6 columns x 128 rows stays under the 999 variables older SQLite builds allow.
-    CHUNK = 128
+    #: 6 columns x CHUNK rows stay under SQLite's bound on variables (32766 since 3.32, 999
+    #: before): a commit of a few thousand rows is then a handful of steps.
+    CHUNK = 4096 if sqlite3.sqlite_version_info >= (3, 32) else 128
 
     def __init__(self, template: str, width: int) -> None:
         row = "(" + ", ".join("?" * width) + ")"
@@ -66,19 +85,35 @@ class _RowsStatement:
             db.execute(self._sql[size], list(chain.from_iterable(chunk)))
 
 
+# Every statement the store runs is one of this module's constants (a test checks each one's
+# query plan): each finds its rows through a primary key or an index, never by a table scan.
+# "IN (SELECT column1, ... FROM (VALUES ...))" rather than "IN (VALUES ...)": SQLite looks the
+# first form up by primary key but scans the table for the second.
 _INSERT_MESSAGES = _RowsStatement("INSERT OR IGNORE INTO messages VALUES {rows}", 6)
 _INSERT_ENTRIES = _RowsStatement("INSERT OR REPLACE INTO queue_messages VALUES {rows}", 5)
 _DELETE_ENTRIES = _RowsStatement(
-    "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN (VALUES {rows})", 3
+    "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN"
+    " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
+    3,
 )
 _MARK_DELIVERED = _RowsStatement(
-    "UPDATE queue_messages SET delivered = 1 WHERE (message_id, vhost, queue) IN (VALUES {rows})", 3
+    "UPDATE queue_messages SET delivered = 1 WHERE (message_id, vhost, queue) IN"
+    " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
+    3,
 )
 _DELETE_UNREFERENCED = _RowsStatement(
-    "DELETE FROM messages WHERE id IN (VALUES {rows})"
+    "DELETE FROM messages WHERE id IN (SELECT column1 FROM (VALUES {rows}))"
     " AND NOT EXISTS (SELECT 1 FROM queue_messages WHERE message_id = messages.id)",
     1,
 )
+_PUT_VHOST = "INSERT OR IGNORE INTO vhosts VALUES (?)"
+_PUT_EXCHANGE = "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)"
+_DELETE_EXCHANGE = "DELETE FROM exchanges WHERE vhost = ? AND name = ?"
+_DELETE_EXCHANGE_BINDINGS = (
+    "DELETE FROM bindings WHERE vhost = ?1 AND"
+    " (source = ?2 OR (destination_kind = 'exchange' AND destination = ?2))"
+)
+_PUT_QUEUE = "INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?)"
 # Run before the queue's entries go: drops the messages that only this queue references.
 _DELETE_QUEUE_ONLY_MESSAGES = (
     "DELETE FROM messages WHERE id IN"
@@ -86,10 +121,33 @@ _DELETE_QUEUE_ONLY_MESSAGES = (
     " AND NOT EXISTS (SELECT 1 FROM queue_messages AS other WHERE other.message_id = messages.id"
     " AND (other.vhost != ?1 OR other.queue != ?2))"
 )
+_DELETE_QUEUE_ENTRIES = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ?"
+_DELETE_QUEUE = "DELETE FROM queues WHERE vhost = ? AND name = ?"
+_DELETE_QUEUE_BINDINGS = (
+    "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"
+)
+_PUT_BINDING = "INSERT OR IGNORE INTO bindings VALUES (?, ?, ?, ?, ?, ?)"
+_DELETE_BINDING = (
+    "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ?"
+    " AND destination = ? AND routing_key = ? AND arguments = ?"
+)
+# Start-up reads every row of these tables; the messages in each queue's enqueue order, along
+# the queue index (ORDER BY seq alone would sort the whole table first).
+_LOAD_VHOSTS = "SELECT name FROM vhosts"
+_LOAD_EXCHANGES = "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
+_LOAD_QUEUES = "SELECT vhost, name, auto_delete, arguments FROM queues"
+_LOAD_BINDINGS = "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
 _LOAD_MESSAGES = (
     "SELECT e.vhost, e.queue, e.message_id, e.delivered, m.exchange, m.routing_key, m.header,"
-    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id ORDER BY e.seq"
+    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id"
+    " ORDER BY e.vhost, e.queue, e.seq"
 )
+_LOAD_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
+
+
+# The space the database holds free for reuse (the disk alarm's view of free space).
+_PAGE_SIZE = "PRAGMA page_size"
+_FREE_PAGES = "PRAGMA freelist_count"
 
 
 class _Batch:
@@ -113,13 +171,74 @@ class _Batch:
 
     def forget_queue(self, vhost: str, queue: str) -> None:
         """Drop buffered message writes for a queue being deleted (its deletion covers them)."""
+        self.enqueued = {key: seq for key, seq in self.enqueued.items() if _other(key, vhost, queue)}
+        self.delivered = {key for key in self.delivered if _other(key, vhost, queue)}
+        self.removed = {key for key in self.removed if _other(key, vhost, queue)}
 
-        def other(key: _Key) -> bool:
-            return key[1] != vhost or key[2] != queue
 
-        self.enqueued = {key: seq for key, seq in self.enqueued.items() if other(key)}
-        self.delivered = {key for key in self.delivered if other(key)}
-        self.removed = {key for key in self.removed if other(key)}
+class _Backlog:
+    """Removals and delivered flags of committed tickets not written yet, oldest first.
+
+    Nobody waits for these to publish or declare (an ack has no reply), so a commit writes at
+    most SETTLE_CHUNK of them and leaves the rest to the next: a requeue or ack of 200,000
+    messages then costs each commit a bounded amount, and the publishes that arrive meanwhile
+    are confirmed after one short transaction rather than behind all of it. Each key keeps the
+    ticket it was made in, oldest first, so `settled` can say up to which ticket they are all
+    durable (what Tx.Commit-Ok waits for).
+    """
+
+    __slots__ = ("delivered", "removed")
+
+    def __init__(self) -> None:
+        self.removed: dict[_Key, int] = {}
+        self.delivered: dict[_Key, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.removed or self.delivered)
+
+    def extend(self, batch: _Batch, ticket: int) -> None:
+        """Take a batch's removals and flags; an entry it enqueues again replaces what was
+        pending for it (its INSERT OR REPLACE writes the whole row)."""
+        for key in batch.enqueued:
+            self.removed.pop(key, None)
+            self.delivered.pop(key, None)
+        for key in batch.removed.difference(batch.enqueued):
+            self.removed[key] = ticket
+        for key in batch.delivered.difference(batch.enqueued):
+            self.delivered.setdefault(key, ticket)
+
+    def take(self, limit: int | None) -> tuple[dict[_Key, int], dict[_Key, int]]:
+        """Pop up to `limit` removals and flags (None: all), oldest first, with their tickets."""
+        if limit is None:
+            limit = len(self.removed) + len(self.delivered)
+        removed = _pop_oldest(self.removed, limit)
+        return removed, _pop_oldest(self.delivered, limit - len(removed))
+
+    def put_back(self, removed: dict[_Key, int], delivered: dict[_Key, int]) -> None:
+        """A chunk whose write failed goes back in front, to be written again (a rare, slow
+        path: the backlog is copied)."""
+        self.removed = removed | self.removed
+        self.delivered = delivered | self.delivered
+
+    def settled(self, ticket: int) -> int:
+        """The last ticket whose removals and flags are all written, `ticket` being committed."""
+        oldest = [next(iter(keys.values())) for keys in (self.removed, self.delivered) if keys]
+        return min(oldest) - 1 if oldest else ticket
+
+    def forget_queue(self, vhost: str, queue: str) -> None:
+        self.removed = {key: t for key, t in self.removed.items() if _other(key, vhost, queue)}
+        self.delivered = {key: t for key, t in self.delivered.items() if _other(key, vhost, queue)}
+
+
+def _other(key: _Key, vhost: str, queue: str) -> bool:
+    return key[1] != vhost or key[2] != queue
+
+
+def _pop_oldest(keys: dict[_Key, int], limit: int) -> dict[_Key, int]:
+    taken = dict(islice(keys.items(), max(limit, 0)))
+    for key in taken:
+        del keys[key]
+    return taken
 
 
 class Store:
@@ -129,6 +248,9 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
+    #: The most removals and delivered flags one commit writes (see _Backlog).
+    SETTLE_CHUNK = 512
+
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_FILE
@@ -136,9 +258,16 @@ class Store:
         self._db = db
         self._seq = seq
         self._batch = _Batch()
+        self._backlog = _Backlog()
         self._ticket = 1
+        #: The last ticket whose removals and delivered flags are durable too.
+        self.settled = 0
+        self._page_size: int = db.execute(_PAGE_SIZE).fetchone()[0]
+        #: Bytes of free pages inside the database as of the last commit: SQLite fills them
+        #: before it grows the file, so the disk alarm counts them as free space (consumed
+        #: messages leave them behind; the file itself never shrinks).
+        self.reusable_bytes = self._free_pages()
         self._committing = trio.Lock()
-        self._failure: str | None = None
         self._closed = False
 
     @classmethod
@@ -178,7 +307,7 @@ class Store:
     # -- buffered writes (synchronous, on the broker's thread) ---------------------------------
 
     def put_vhost(self, name: str) -> None:
-        self._batch.ops.append(("INSERT OR IGNORE INTO vhosts VALUES (?)", (name,)))
+        self._batch.ops.append((_PUT_VHOST, (name,)))
 
     def put_exchange(
         self,
@@ -190,37 +319,29 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = (vhost, name, type, auto_delete, internal, dump_table(arguments))
-        self._batch.ops.append(("INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_EXCHANGE, row))
 
     def delete_exchange(self, vhost: str, name: str) -> None:
         """Delete an exchange and the bindings it is the source or destination of."""
-        self._batch.ops += [
-            ("DELETE FROM exchanges WHERE vhost = ? AND name = ?", (vhost, name)),
-            (
-                (
-                    "DELETE FROM bindings WHERE vhost = ?1 AND"
-                    " (source = ?2 OR (destination_kind = 'exchange' AND destination = ?2))"
-                ),
-                (vhost, name),
-            ),
-        ]
+        self._batch.ops += [(_DELETE_EXCHANGE, (vhost, name)), (_DELETE_EXCHANGE_BINDINGS, (vhost, name))]
 
     def put_queue(self, vhost: str, name: str, auto_delete: bool, arguments: dict[str, Any]) -> None:
         row = (vhost, name, auto_delete, dump_table(arguments))
-        self._batch.ops.append(("INSERT OR REPLACE INTO queues VALUES (?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_QUEUE, row))
 
     def delete_queue(self, vhost: str, name: str) -> None:
         """Delete a queue with its messages and the bindings to it."""
         self._batch.forget_queue(vhost, name)
+        self._backlog.forget_queue(vhost, name)
         key = (vhost, name)
         self._batch.ops += [
-            (_DELETE_QUEUE_ONLY_MESSAGES, key),
-            ("DELETE FROM queue_messages WHERE vhost = ? AND queue = ?", key),
-            ("DELETE FROM queues WHERE vhost = ? AND name = ?", key),
-            (
-                ("DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"),
-                key,
-            ),
+            (sql, key)
+            for sql in (
+                _DELETE_QUEUE_ONLY_MESSAGES,
+                _DELETE_QUEUE_ENTRIES,
+                _DELETE_QUEUE,
+                _DELETE_QUEUE_BINDINGS,
+            )
         ]
 
     def put_binding(
@@ -233,7 +354,7 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = _binding_row(vhost, source, destination_kind, destination, routing_key, arguments)
-        self._batch.ops.append(("INSERT OR IGNORE INTO bindings VALUES (?, ?, ?, ?, ?, ?)", row))
+        self._batch.ops.append((_PUT_BINDING, row))
 
     def delete_binding(
         self,
@@ -245,15 +366,7 @@ class Store:
         arguments: dict[str, Any],
     ) -> None:
         row = _binding_row(vhost, source, destination_kind, destination, routing_key, arguments)
-        self._batch.ops.append(
-            (
-                (
-                    "DELETE FROM bindings WHERE vhost = ? AND source = ? AND destination_kind = ?"
-                    " AND destination = ? AND routing_key = ? AND arguments = ?"
-                ),
-                row,
-            )
-        )
+        self._batch.ops.append((_DELETE_BINDING, row))
 
     def add_message(
         self,
@@ -302,64 +415,77 @@ class Store:
 
     @property
     def pending(self) -> bool:
-        """Whether anything was buffered since the current batch began."""
+        """Whether anything waits for a commit: writes buffered since the current batch began,
+        or removals and flags left over by earlier commits."""
         batch = self._batch
-        return batch.writes() or bool(batch.contents)
+        return batch.writes() or bool(batch.contents) or bool(self._backlog)
 
-    async def commit(self) -> int:
+    async def commit(self, *, settle_all: bool = False) -> int:
         """Make the current batch durable and return its ticket (every earlier one is durable too).
 
-        The buffer is swapped first, so writes made while this runs go to the next ticket. A
-        batch whose writes all cancelled out completes without touching the disk. A failed
-        write is fatal for the store: later commits raise too, because the lost batch cannot be
-        confirmed and nothing after it may be.
+        The buffer is swapped first, so writes made while this runs go to the next ticket.
+        Topology and enqueued messages are written in full; removals and delivered flags join
+        the backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of
+        one commit stays bounded however big a batch was (`settled` says how far those are
+        durable; `settle_all` writes the whole backlog, for a stop, when nobody publishes any
+        more). A batch whose writes all cancelled out completes without touching the disk.
+        A failed write raises `WriteFailed`: its new messages are given up, its topology goes
+        in front of the next batch and its backlog chunk back into the backlog, to be written
+        again (see the module docstring).
         """
         async with self._committing:
-            if self._failure is not None:
-                raise StoreError(self._failure)
             batch, self._batch = self._batch, _Batch()
             ticket = self._ticket
             self._ticket += 1
-            if batch.writes():
+            backlog = self._backlog
+            backlog.extend(batch, ticket)
+            removed, delivered = backlog.take(None if settle_all else self.SETTLE_CHUNK)
+            if batch.ops or batch.enqueued or removed or delivered:
                 try:
-                    await trio.to_thread.run_sync(self._write, batch)
+                    await trio.to_thread.run_sync(self._write, batch, list(removed), list(delivered))
                 except Exception as exc:
-                    self._failure = (
-                        f"writing to the store {self.path} failed, so nothing after ticket"
-                        f" {ticket - 1} is durable: {exc}"
-                    )
-                    raise StoreError(self._failure) from exc
+                    self._batch.ops[:0] = batch.ops
+                    backlog.put_back(removed, delivered)
+                    raise WriteFailed(
+                        ticket,
+                        f"writing to the store {self.path} failed, so ticket {ticket} is not durable: {exc}",
+                    ) from exc
+            self.settled = backlog.settled(ticket)
             return ticket
 
-    def _write(self, batch: _Batch) -> None:
-        """Apply a batch in one transaction (worker thread).
+    def _write(self, batch: _Batch, removed: list[_Key], delivered: list[_Key]) -> None:
+        """Apply a batch and a chunk of the backlog in one transaction (worker thread).
 
         Topology first (a queue deletion has already dropped the buffered messages before it),
-        then removals, then additions (so a removed entry may be re-added), then delivered flags.
+        then removals, then additions (an entry enqueued again has left the backlog), then
+        delivered flags.
         """
         db = self._db
         db.execute("BEGIN")
         try:
             for sql, params in batch.ops:
                 db.execute(sql, params)
-            removed = batch.removed
             if removed:
-                _DELETE_ENTRIES.run(db, list(removed))
+                _DELETE_ENTRIES.run(db, removed)
                 _DELETE_UNREFERENCED.run(db, [(i,) for i in {key[0] for key in removed}])
             enqueued = batch.enqueued
-            delivered = batch.delivered
             if enqueued:
                 live = {key[0] for key in enqueued}
                 _INSERT_MESSAGES.run(db, [row for i, row in batch.contents.items() if i in live])
-                _INSERT_ENTRIES.run(db, [(*key, seq, key in delivered) for key, seq in enqueued.items()])
-                delivered = delivered.difference(enqueued)
+                flagged = batch.delivered
+                _INSERT_ENTRIES.run(db, [(*key, seq, key in flagged) for key, seq in enqueued.items()])
             if delivered:
-                _MARK_DELIVERED.run(db, list(delivered))
+                _MARK_DELIVERED.run(db, delivered)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
                 db.rollback()
             raise
+        self.reusable_bytes = self._free_pages()
+
+    def _free_pages(self) -> int:
+        (pages,) = self._db.execute(_FREE_PAGES).fetchone()
+        return int(pages) * self._page_size
 
     # -- start-up ----------------------------------------------------------------------------
 
@@ -372,24 +498,18 @@ class Store:
 
     def _load(self) -> Snapshot:
         db = self._db
-        vhosts = [name for (name,) in db.execute("SELECT name FROM vhosts")]
+        vhosts = [name for (name,) in db.execute(_LOAD_VHOSTS)]
         exchanges = [
             ExchangeRecord(vhost, name, kind, bool(auto_delete), bool(internal), load_table(args))
-            for vhost, name, kind, auto_delete, internal, args in db.execute(
-                "SELECT vhost, name, type, auto_delete, internal, arguments FROM exchanges"
-            )
+            for vhost, name, kind, auto_delete, internal, args in db.execute(_LOAD_EXCHANGES)
         ]
         queues = [
             QueueRecord(vhost, name, bool(auto_delete), load_table(args))
-            for vhost, name, auto_delete, args in db.execute(
-                "SELECT vhost, name, auto_delete, arguments FROM queues"
-            )
+            for vhost, name, auto_delete, args in db.execute(_LOAD_QUEUES)
         ]
         bindings = [
             BindingRecord(vhost, source, kind, destination, key, load_table(args))
-            for vhost, source, kind, destination, key, args in db.execute(
-                "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
-            )
+            for vhost, source, kind, destination, key, args in db.execute(_LOAD_BINDINGS)
         ]
         shared: dict[int, Content] = {}
         messages: dict[tuple[str, str], list[MessageRecord]] = {}
@@ -400,7 +520,7 @@ class Store:
                 content = shared[message_id] = Content(header, body)
             record = MessageRecord(message_id, exchange, key, content, bool(delivered), routed_at)
             messages.setdefault((vhost, queue), []).append(record)
-        (last_id,) = db.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()
+        (last_id,) = db.execute(_LOAD_LAST_MESSAGE_ID).fetchone()
         return Snapshot(vhosts, exchanges, queues, bindings, messages, last_id + 1)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from pamqp import commands, decode
 
+from gateway.wire.tables import check_table
+
 _CONTENT_TYPE = 1 << 15
 _CONTENT_ENCODING = 1 << 14
 _HEADERS = 1 << 13
@@ -181,7 +183,11 @@ def _decoding(what: str) -> Iterator[None]:
 
 
 def _walk(data: bytes) -> _Fields:
-    """Walk the property list once, up to expiration, picking out the fields the broker uses."""
+    """Walk the property list once, up to expiration, picking out the fields the broker uses.
+
+    The headers table is checked entry by entry: pamqp, decoding it later, would read a value
+    whose length runs past the table's end from whatever follows, or silently cut it short.
+    """
     flags = _flags(data)
     offset = _flags_length(data)
     delivery_mode = priority = reply_to = expiration = headers_raw = None
@@ -191,9 +197,9 @@ def _walk(data: bytes) -> _Fields:
         if flags & _CONTENT_ENCODING:
             offset += 1 + data[offset]
         if flags & _HEADERS:
-            (size,) = struct.unpack_from(">I", data, offset)
-            headers_raw = data[offset : offset + 4 + size]
-            offset += 4 + size
+            end = check_table(data, offset, "headers")
+            headers_raw = data[offset:end]
+            offset = end
         if flags & _DELIVERY_MODE:
             delivery_mode = data[offset]
             offset += 1

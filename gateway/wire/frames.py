@@ -19,6 +19,7 @@ from pamqp import base, commands, encode
 
 from gateway.wire.content import Content
 from gateway.wire.errors import frame_error, not_implemented, syntax_error, unexpected_frame
+from gateway.wire.tables import check_arguments
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 
@@ -151,6 +152,7 @@ def decode_method(payload: bytes | bytearray) -> base.Frame:
         raise error
     method = method_class.__new__(method_class)  # unmarshal sets every field; skip validation
     try:
+        check_arguments(method_class, payload)  # pamqp would read past a length silently
         method.unmarshal(bytes(payload[4:]))
     except Exception as exc:  # see the docstring: any failure here is the peer's
         raise syntax_error(f"cannot decode {method_class.name}: {exc}", method) from exc
@@ -227,13 +229,28 @@ def make_method(method_class: type[M], **fields: Any) -> M:
     pamqp refuses names over 127 characters or outside ``[a-zA-Z0-9-_.:@#,/+ ]``; RabbitMQ
     (and so we) accept any UTF-8 name up to 255 bytes, and must be able to echo it back, as
     in ``make_method(commands.Queue.DeclareOk, queue=name, ...)``.
+
+    Each shortstr field is checked here instead: ValueError names the field when its value is
+    over 255 bytes of UTF-8 or cannot be encoded as UTF-8 (a lone surrogate from JSON).
     """
     method = method_class()  # the defaults are valid
     for name, value in fields.items():
         if name not in method_class.__slots__:
             raise TypeError(f"{method_class.name} has no field {name!r}")
+        if method_class.amqp_type(name) == "shortstr":
+            _check_shortstr(f"{method_class.name} {name}", value)
         setattr(method, name, value)
     return method
+
+
+def _check_shortstr(what: str, value: str) -> None:
+    """ValueError, naming `what`, unless `value` fits an AMQP shortstr (255 bytes of UTF-8)."""
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {value[:40]!r} is not valid UTF-8") from None
+    if size > 255:
+        raise ValueError(f"{what} {value[:40]!r}... is {size} bytes of UTF-8; at most 255 are allowed")
 
 
 def encode_method(channel: int, method: base.Frame) -> bytes:

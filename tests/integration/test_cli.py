@@ -70,6 +70,16 @@ def test_bad_flag_is_a_usage_error(tmp_path) -> None:
     assert "--port" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_bad_disk_free_limit_is_one_line_naming_the_flag(tmp_path) -> None:
+    result = run_cli("serve", "--memory", "--disk-free-limit", "50 mb")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "amq-gateway: error: --disk-free-limit: expected a size in bytes, optionally with a unit:"
+        " kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024; also k, M, G, T),"
+        " got '50 mb'\n"
+    )
+
+
 def test_port_in_use_is_a_clear_error(tmp_path) -> None:
     node = start_node(tmp_path)
     try:

@@ -158,3 +158,65 @@ def test_sigterm_closes_clients_with_320_and_exits_cleanly(tmp_path) -> None:
             connection.process_data_events(time_limit=0.1)
     assert closed.value.reply_code == 320
     assert node.process.wait(15) == 0
+
+
+FLOODERS = 3
+
+
+def flood(node: NodeProcess, started: threading.Event, stop: threading.Event) -> None:
+    """Publish large persistent messages with confirms, one at a time: with a few of these
+    the node's committer is always busy writing a batch, and what the node buffers meanwhile
+    waits for the next commit."""
+    try:
+        channel = connect(node).channel()
+        channel.queue_declare("flood", durable=True)
+        channel.confirm_delivery()
+        body = bytes(1024 * 1024)
+        while not stop.is_set():
+            channel.basic_publish("", "flood", body, pika.BasicProperties(delivery_mode=2))
+            channel.queue_purge("flood")
+            started.set()
+    except (pika.exceptions.AMQPError, OSError):
+        return
+
+
+@pytest.mark.parametrize("kind", ["queue", "exchange"])
+def test_sigkill_right_after_a_durable_declare_ok_keeps_it(tmp_path, kind: str) -> None:
+    """The Declare-Ok of a durable queue or exchange follows its commit (issue 11): the
+    flood keeps a commit in progress whenever we declare, so on a node that answered before
+    committing, the declaration would still be in memory when it dies."""
+    data_dir = tmp_path / "data"
+    node = start_node(tmp_path, data_dir=data_dir)
+    started, stop = threading.Event(), threading.Event()
+    flooders = [threading.Thread(target=flood, args=(node, started, stop)) for _ in range(FLOODERS)]
+    for flooder in flooders:
+        flooder.start()
+    try:
+        assert started.wait(30)
+        channel = connect(node).channel()
+        names = [f"declared-{n}" for n in range(5)]
+        for name in names:
+            if kind == "queue":
+                channel.queue_declare(name, durable=True)
+            else:
+                channel.exchange_declare(name, "topic", durable=True)
+        node.kill()
+    finally:
+        stop.set()
+        for flooder in flooders:
+            flooder.join(30)
+    restarted = start_node(tmp_path, data_dir=data_dir)
+    try:
+        missing = []
+        for name in names:
+            channel = connect(restarted).channel()
+            try:
+                if kind == "queue":
+                    channel.queue_declare(name, passive=True)
+                else:
+                    channel.exchange_declare(name, passive=True)
+            except pika.exceptions.ChannelClosedByBroker:
+                missing.append(name)
+        assert missing == []
+    finally:
+        restarted.stop()

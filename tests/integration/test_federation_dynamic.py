@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from federation.client import connect
+from federation.dynamic_route import BRIDGE_ARGUMENTS
 from tests.integration.test_federation_routes import (
     address,
     at,
@@ -188,7 +189,7 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         sink = await sink_queue(a, EXCHANGE, "r.#")
         await flows(b, a, sink, "r.probe")
 
-        a.kill()  # B drops A's bridge queue, and with it A's interest
+        a.kill()  # B keeps A's durable bridge queue and A's last interest (r.#) meanwhile
         a = nodes("A", data_dir=tmp_path / "a-data", port=a.port)
         sink = await sink_queue(a, EXCHANGE, "again.#")  # A's durable route is restored
         await wait_link(a, b.port, operational)
@@ -197,4 +198,23 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         await publish(b, EXCHANGE, "r.x", [b"stale interest"])
         await publish(b, EXCHANGE, "again.x", bodies("again", 20))
         assert [m.body for m in await drain(a, sink, 20)] == bodies("again", 20)
-        assert await forwarded(a) == before + 20  # B forgot the interest A had before it died
+        assert await forwarded(a) == before + 20  # A's resync replaced the interest it had before
+
+
+async def test_durable_route_keeps_a_bounded_bridge_queue_until_deleted(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    a, b = nodes("A"), nodes("B")
+    bridge = f"federation.bridge.A.{EXCHANGE}"
+    with trio.fail_after(30):
+        for node in (a, b):
+            await config(node, "add", "exchange", "topic", EXCHANGE)
+        await federate((a, b), durable=True)
+        sink = await sink_queue(a, EXCHANGE, "d.#")
+        await flows(b, a, sink, "d.probe")
+        record = {q["name"]: q for q in await manage(b, "queues.list")}[bridge]
+        assert (record["durable"], record["exclusive"], record["auto_delete"]) == (True, False, False)
+        assert record["arguments"] == BRIDGE_ARGUMENTS
+        await route("dynamic", "del", at(a), at(b), EXCHANGE)
+        while bridge in {q["name"] for q in await manage(b, "queues.list")}:
+            await trio.sleep(0.05)

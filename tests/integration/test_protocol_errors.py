@@ -195,3 +195,40 @@ def test_unknown_vhost_closes_with_530_naming_connection_open(shared_node) -> No
         assert close.reply_text == "NOT_ALLOWED - vhost 'nowhere' not found"
     finally:
         second.close()
+
+
+def _overrunning_table() -> bytes:
+    """A table whose only value, a longstr, says it is 100 bytes long but the table ends after 3.
+
+    pamqp alone reads such a value from whatever follows the table, or cuts it short at the end
+    of the frame: the node used to accept it silently.
+    """
+    entries = b"\x01kS" + struct.pack(">I", 100) + b"abc"
+    return struct.pack(">I", len(entries)) + entries
+
+
+def test_method_table_value_running_past_the_table_is_syntax_error(shared_node, client) -> None:
+    client.handshake()
+    client.open_channel()
+    # Queue.Declare "t", all bits off, then the arguments table, followed by more bytes the
+    # longstr would otherwise swallow.
+    payload = struct.pack(">HHH", 50, 10, 0) + b"\x01t" + b"\x00" + _overrunning_table() + b"x" * 200
+    client.send(struct.pack(">BHI", 1, 1, len(payload)) + payload + b"\xce")
+    close = expect_connection_close(client, 502)
+    assert "arguments field 'k' runs past the end of its table" in close.reply_text
+    assert (close.class_id, close.method_id) == (50, 10)
+    assert_node_still_serves(shared_node)
+
+
+def test_headers_table_value_running_past_the_table_is_syntax_error(shared_node, client) -> None:
+    client.handshake()
+    client.open_channel()
+    queue = client.call(commands.Queue.Declare(queue="", exclusive=True)).queue
+    # headers, then delivery mode 2 and a correlation id the longstr would run into.
+    properties = (
+        struct.pack(">H", (1 << 13) | (1 << 12) | (1 << 10)) + _overrunning_table() + b"\x02\x05abcde"
+    )
+    client.publish_raw_properties(1, "", queue, properties, b"payload")
+    close = expect_connection_close(client, 502)
+    assert "headers field 'k' runs past the end of its table" in close.reply_text
+    assert_node_still_serves(shared_node)

@@ -92,6 +92,7 @@ def test_transient_message_on_durable_queue_is_not_stored_and_confirmed_at_once(
     broker = Broker(store=store)
     c = confirming(broker)
     c.declare("d", durable=True)
+    broker.on_durable(store.commit())  # the queue itself
     c.publish("", "d", b"1")
     assert confirms(c) == [("Ack", 1, False)]
     assert store.named("add_message") == []
@@ -289,3 +290,61 @@ def test_tx_commit_with_an_unreadable_headers_table_applies_nothing():
     assert (raised.value.reply_code, raised.value.connection_level) == (502, True)
     assert "malformed headers table" in raised.value.reply_text
     assert len(c.session.vhost.queues["q"].ready) == 0
+
+
+def test_a_lost_ticket_nacks_its_publishes_and_later_ones_are_acked():
+    store = FakeStore()
+    broker = Broker(store=store)
+    c = confirming(broker)
+    c.declare("d", durable=True)
+    c.publish("", "d", b"1", delivery_mode=2)
+    broker.on_durable(store.commit())
+    c.publish("", "d", b"2", delivery_mode=2)
+    c.publish("", "d", b"3", delivery_mode=2)
+    lost = store.commit()
+    c.publish("", "d", b"4", delivery_mode=2)
+    broker.on_lost(lost)
+    assert confirms(c) == [("Ack", 1, False), ("Nack", 2, False), ("Nack", 3, False)]
+    broker.on_durable(store.commit())
+    assert confirms(c) == [("Ack", 4, False)]
+    # The nacked messages stay queued (in memory only): consumers still get them.
+    c.consume("d", no_ack=True)
+    assert c.bodies() == [b"1", b"2", b"3", b"4"]
+
+
+def test_a_lost_ticket_closes_a_transaction_waiting_for_it():
+    store = FakeStore()
+    broker = Broker(store=store)
+    c = Client(broker)
+    c.declare("d", durable=True)
+    c.call(commands.Tx.Select())
+    c.publish("", "d", b"1", delivery_mode=2)
+    assert c.call(commands.Tx.Commit()) is None  # Commit-Ok waits for the store
+    broker.on_lost(store.commit())
+    closed = [item for item in c.outbox.take() if item[0] == "close_channel"]
+    assert [(channel, e.reply_code) for _, channel, e in closed] == [(1, 506)]
+    assert "the store failed to write the transaction" in closed[0][2].reply_text
+    assert 1 not in c.session.channels
+
+
+class FakeHold:
+    reason = "low on disk space"
+
+    async def released(self) -> None:
+        pass
+
+
+def test_the_alarm_holds_sessions_that_publish_to_the_store_only():
+    store = FakeStore()
+    broker = Broker(store=store)
+    persistent, transient, management = Client(broker), Client(broker), Client(broker)
+    persistent.declare("d", durable=True)
+    transient.declare("t")
+    broker.alarm = hold = FakeHold()
+    transient.publish("", "t", delivery_mode=2)  # a queue the store does not keep
+    transient.publish("", "d")  # a transient message
+    management.publish("amq.gateway.management", "", b"{}")
+    assert transient.session.hold is None and management.session.hold is None
+    persistent.publish("", "d", delivery_mode=2)
+    assert persistent.session.hold is hold
+    assert len(store.named("add_message")) == 1  # the publish that found the alarm is kept

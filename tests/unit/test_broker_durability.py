@@ -66,6 +66,7 @@ def test_add_vhost_is_stored():
 def test_persistent_messages_on_durable_queues_lifecycle():
     store, broker, c = stored()
     c.declare("dq", durable=True)
+    broker.on_durable(store.commit())  # its Declare-Ok
     c.declare("tq")
     c.bind("dq", "amq.fanout")
     c.bind("tq", "amq.fanout")
@@ -89,6 +90,7 @@ def test_message_removed_on_no_ack_purge_expiry_and_drop():
     clock = FakeClock()
     store, broker, c = stored(clock=clock)
     c.declare("dq", durable=True, arguments={"x-max-length": 1})
+    broker.on_durable(store.commit())  # its Declare-Ok
     c.publish("", "dq", b"1", delivery_mode=2)
     c.publish("", "dq", b"2", delivery_mode=2)
     c.get("dq", no_ack=True)
@@ -170,6 +172,7 @@ def test_dead_lettered_persistent_message_is_stored_in_target():
     c.declare(
         "work", durable=True, arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dead"}
     )
+    broker.on_durable(store.commit())  # the Declare-Oks
     c.publish("", "work", b"m", delivery_mode=2)
     got = c.get("work")
     c.call(commands.Basic.Reject(delivery_tag=got.delivery_tag, requeue=False))
@@ -243,3 +246,74 @@ def test_priority_queue_recovery_keeps_priority_order():
     broker.recover(snapshot)
     c = Client(broker)
     assert [c.get("p", no_ack=True).body for _ in range(5)] == [b"3", b"2", b"4", b"5", b"1"]
+
+
+def test_durable_declare_ok_follows_the_commit_in_order_with_later_replies():
+    """A SIGKILL right after a Declare-Ok must not lose the queue or exchange (issue 11)."""
+    store, broker, c = stored()
+    assert c.declare("dq", durable=True) is None
+    assert c.exchange("dx", "topic", durable=True) is None
+    assert c.bind("dq", "dx", "k") is None  # answered after the Declare-Oks it followed
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    replies = [type(m).__name__ for m in c.outbox.methods()]
+    assert replies == ["DeclareOk", "DeclareOk", "BindOk"]
+    # Declared again once durable: answered at once; a transient one never waits.
+    assert isinstance(c.declare("dq", durable=True), commands.Queue.DeclareOk)
+    assert isinstance(c.declare("tq"), commands.Queue.DeclareOk)
+
+
+def test_redeclaring_a_durable_queue_not_yet_committed_waits_for_the_commit():
+    store, broker, c = stored()
+    other = Client(broker)
+    assert c.declare("dq", durable=True) is None
+    assert other.declare("dq", durable=True) is None
+    broker.on_durable(store.commit())
+    assert isinstance(other.outbox.methods()[-1], commands.Queue.DeclareOk)
+
+
+def test_deliveries_wait_behind_a_held_declare_ok():
+    store, broker, c = stored()
+    c.declare("dq", durable=True)
+    c.publish("", "dq", b"m")
+    c.call(commands.Basic.Consume(queue="dq", consumer_tag="t"))
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    assert [type(m).__name__ for m in c.outbox.methods()] == ["DeclareOk", "ConsumeOk"]
+    assert c.bodies() == [b"m"]
+
+
+def test_tx_commit_ok_waits_until_its_acks_are_written():
+    """The store writes big batches of removals over several commits: Commit-Ok promises the
+    transaction's acks, so it waits for the ticket they settle at, not the first commit."""
+    store, broker, c = stored()
+    c.declare("dq", durable=True)
+    c.publish("", "dq", b"m", delivery_mode=2)
+    broker.on_durable(store.commit())
+    c.call(commands.Tx.Select())
+    c.session.handle_method(c.ch, commands.Basic.Get(queue="dq"))
+    c.ack(1)
+    c.session.handle_method(c.ch, commands.Tx.Commit())
+    ticket = store.commit()
+    broker.on_durable(ticket, ticket - 1)  # committed, but its removals not all written
+    assert c.outbox.methods(commands.Tx.CommitOk) == []
+    broker.on_durable(ticket, ticket)
+    assert len(c.outbox.methods(commands.Tx.CommitOk)) == 1
+
+
+def test_get_ok_and_return_wait_behind_a_held_declare_ok():
+    store, broker, c = stored()
+    c.declare("other", durable=True)
+    broker.on_durable(store.commit())
+    c.publish("", "other", b"m")
+    c.declare("dq", durable=True)
+    c.publish("amq.direct", "nowhere", b"r", mandatory=True)
+    c.session.handle_method(c.ch, commands.Basic.Get(queue="other", no_ack=True))
+    assert c.outbox.take() == []
+    broker.on_durable(store.commit())
+    sent = c.outbox.take()
+    assert [type(item[1] if isinstance(item, tuple) else item).__name__ for item in sent] == [
+        "DeclareOk",
+        "Returned",
+        "GetOk",
+    ]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import NodeConfig, load_node_config
-from gateway.tomlfile import ConfigError
+from gateway.config import NodeConfig, load_node_config, parse_size
+from gateway.tomlfile import ConfigError, Invalid
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +38,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         heartbeat=60,
         frame_max=131072,
         channel_max=2047,
+        disk_free_limit=50_000_000,
     )
     assert config.store_dir == Path("var/rabbit1")
     assert NodeConfig(name="n", memory=True).store_dir is None
@@ -134,7 +135,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         (
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
-            "log_level, heartbeat, frame_max, channel_max, vhosts)",
+            "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
@@ -239,6 +240,11 @@ def test_host_star_means_all_interfaces() -> None:
         ({"name": "a b"}, "--name: expected a node name of letters, digits, '.', '_', '-' or '@', got 'a b'"),
         ({"data_dir": ""}, "--data-dir: expected a path, got ''"),
         ({"data_dir": "d", "memory": True}, "--data-dir and --memory cannot be used together"),
+        (
+            {"disk_free_limit": "50 mb"},
+            "--disk-free-limit: expected a size in bytes, optionally with a unit: kB, MB, GB, TB"
+            " (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024; also k, M, G, T), got '50 mb'",
+        ),
     ],
 )
 def test_flag_errors_name_the_flag(flags: dict[str, object], message: str) -> None:
@@ -271,6 +277,7 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "heartbeat",
         "frame_max",
         "channel_max",
+        "disk_free_limit",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
 
@@ -290,4 +297,46 @@ def test_vhosts_must_be_names(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f"{path}:2: node.vhosts: expected an array of vhost names "
         "(non-empty strings of at most 255 bytes), got an array"
+    )
+
+
+# --- sizes (disk_free_limit) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        (0, 0),
+        (1234, 1234),
+        ("1234", 1234),
+        ("50MB", 50_000_000),
+        ("50 MB", 50_000_000),
+        ("1GB", 10**9),
+        ("2kB", 2000),
+        ("512MiB", 512 * 2**20),
+        ("512M", 512 * 2**20),
+        ("3k", 3072),
+        ("1GiB", 2**30),
+        ("1TB", 10**12),
+    ],
+)
+def test_sizes_are_read_as_rabbitmq_reads_them(value: object, size: int) -> None:
+    assert parse_size(value) == size
+
+
+@pytest.mark.parametrize("value", [-1, "-1MB", "50mb", "1.5GB", "MB", "", "50 M B", True, 1.0, None])
+def test_bad_sizes_are_refused_with_what_was_expected(value: object) -> None:
+    with pytest.raises(Invalid, match=r"^expected a size in bytes, optionally with a unit: kB, MB"):
+        parse_size(value)
+
+
+def test_disk_free_limit_from_file_and_flag(tmp_path: Path) -> None:
+    path = write(tmp_path, '[node]\nname = "n"\ndisk_free_limit = "1GB"\n')
+    config = load_node_config(path)
+    assert config.disk_free_limit == 10**9
+    assert config.with_overrides(disk_free_limit="64MiB").disk_free_limit == 64 * 2**20
+    assert write(tmp_path, "[node]\ndisk_free_limit = 5.5\n") == path
+    assert load_error(path) == (
+        f"{path}:2: node.disk_free_limit: expected a size in bytes, optionally with a unit: kB, MB,"
+        " GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024; also k, M, G, T), got 5.5"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pamqp import commands
@@ -9,11 +10,12 @@ from pamqp import commands
 from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.dynamic_route import FederatedExchanges
 from federation.interest import Advert
+from federation.persistence import FederationStore
 from federation.stamps import DEST_HEADER, TRACE_HEADER
 from gateway.broker import Broker
 from gateway.wire.content import Content
 
-from .broker_fakes import Client
+from .broker_fakes import Client, FakeStore
 
 
 class Node:
@@ -160,3 +162,62 @@ def test_control_messages_attach_on_demand_and_bad_ones_are_ignored(caplog: Any)
     assert isinstance(federated, FederatedExchange) and federated.table.next_hops() == {"b": "b"}
     exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", set()))
     assert vhost.exchanges["fed.topic"].federation is None  # no route here, no interest left
+
+
+def test_a_persistent_message_forwarded_only_to_a_durable_bridge_is_confirmed_once_stored() -> None:
+    store = FakeStore()
+    a = Broker(node_name="a", store=store)
+    client = Client(a)
+    client.exchange("fed.topic", "topic")
+    client.declare("bridge.b", durable=True)
+    FederatedExchanges("a").receive(
+        a.vhosts["/"], encode_adverts("fed.topic", "b", "bridge.b", {Advert.of("b", "k", {}, ("b",))})
+    )
+    client.call(commands.Confirm.Select())
+    store.commit()
+    client.publish("fed.topic", "k", delivery_mode=2)
+    assert [name for name, *_ in store.calls].count("add_message") == 1
+    assert client.outbox.methods(commands.Basic.Ack) == []  # not before the bridge's copy is stored
+    a.on_durable(store.commit())
+    assert [m.delivery_tag for m in client.outbox.methods(commands.Basic.Ack)] == [1]
+    client.publish("fed.topic", "k")  # transient: nothing to wait for
+    assert [m.delivery_tag for m in client.outbox.methods(commands.Basic.Ack)] == [2]
+
+
+def test_adverts_with_a_durable_bridge_are_kept_and_restored_after_a_restart(tmp_path: Path) -> None:
+    interest = {Advert.of("b", "k", {}, ("b",))}
+
+    def node(store: FederationStore) -> tuple[Client, FederatedExchanges]:
+        broker = Broker(node_name="a")
+        client = Client(broker)
+        client.exchange("fed.topic", "topic")
+        client.declare("bridge.b", durable=True)  # a store would have restored it
+        client.declare("bridge.c", exclusive=True)
+        exchanges = FederatedExchanges("a")
+        exchanges.restore(broker.vhosts, store)
+        return client, exchanges
+
+    store = FederationStore.open(tmp_path)
+    client, exchanges = node(store)
+    vhost = client.broker.vhosts["/"]
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", interest))
+    exchanges.receive(vhost, encode_adverts("fed.topic", "c", "bridge.c", {Advert.of("c", "x", {}, ("c",))}))
+    assert [(row[0], row[1], row[2]) for row in store.load_adverts()] == [("/", "fed.topic", "b")]
+    store.close()
+
+    store = FederationStore.open(tmp_path)
+    client, _ = node(store)
+    federated = client.broker.vhosts["/"].exchanges["fed.topic"].federation
+    assert isinstance(federated, FederatedExchange) and federated.table.next_hops() == {"b": "b"}
+    client.publish("fed.topic", "k")
+    assert not isinstance(client.get("bridge.b", no_ack=True), commands.Basic.GetEmpty)
+
+
+def test_stored_adverts_of_a_bridge_gone_meanwhile_are_dropped(tmp_path: Path) -> None:
+    store = FederationStore.open(tmp_path)
+    store.put_adverts("/", "fed.topic", "b", encode_adverts("fed.topic", "b", "bridge.b", set()))
+    broker = Broker(node_name="a")
+    Client(broker).exchange("fed.topic", "topic")
+    FederatedExchanges("a").restore(broker.vhosts, store)  # no bridge.b: it expired
+    assert store.load_adverts() == []
+    assert broker.vhosts["/"].exchanges["fed.topic"].federation is None

@@ -82,3 +82,13 @@ def test_a_federation_db_written_before_bindings_were_stored_opens_and_keeps_its
     assert store.load_attachments() == [{"exchange": "amq.data"}]
     store.add_bindings(TARGET, [("a", {})])
     assert store.load_bindings(TARGET) == [("a", {})]
+
+
+def test_adverts_are_kept_per_sender_and_replaced(tmp_path: Path) -> None:
+    store = FederationStore.open(tmp_path)
+    store.put_adverts("/", "fed.topic", "b", b"first")
+    store.put_adverts("/", "fed.topic", "c", b"other")
+    store.put_adverts("/", "fed.topic", "b", b"second")
+    store.delete_adverts("/", "fed.topic", "c")
+    store.close()
+    assert FederationStore.open(tmp_path).load_adverts() == [("/", "fed.topic", "b", b"second")]

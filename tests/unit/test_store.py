@@ -14,8 +14,7 @@ from pamqp import commands
 from trio.testing import wait_all_tasks_blocked
 
 from gateway.broker.records import BindingRecord, ExchangeRecord, QueueRecord
-from gateway.store import DB_FILE, SCHEMA_VERSION, Store, StoreError, StoreLocked
-from gateway.store.database import _Batch
+from gateway.store import DB_FILE, SCHEMA_VERSION, Store, StoreError, StoreLocked, WriteFailed
 from gateway.wire.content import Content
 
 from .test_store_tables import NASTY, assert_identical
@@ -159,6 +158,7 @@ async def test_deleting_a_queue_drops_its_messages_and_bindings(store: Store) ->
 
 
 async def test_messages_round_trip_in_enqueue_order(store: Store) -> None:
+    store.put_queue("/", "q", False, {})
     for n in (5, 3, 9):
         add(store, n)
     ticket = await store.commit()
@@ -279,9 +279,9 @@ async def test_writes_during_a_commit_land_in_the_next_ticket(
     gate = threading.Event()
     write = store._write
 
-    def held_write(batch: _Batch) -> None:
+    def held_write(*args: Any) -> None:
         assert gate.wait(10), "test gate never opened"
-        write(batch)
+        write(*args)
 
     monkeypatch.setattr(store, "_write", held_write)
     add(store, 1)
@@ -310,10 +310,10 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
     running: list[int] = []
     overlaps: list[int] = []
 
-    def tracked_write(batch: _Batch) -> None:
+    def tracked_write(*args: Any) -> None:
         running.append(1)
         overlaps.append(len(running))
-        write(batch)
+        write(*args)
         running.pop()
 
     monkeypatch.setattr(store, "_write", tracked_write)
@@ -331,20 +331,56 @@ async def test_commits_never_overlap(store: Store, monkeypatch: pytest.MonkeyPat
     assert sorted(queued_ids(store)) == list(range(20))
 
 
-async def test_a_failed_write_makes_the_store_refuse_further_commits(
+async def test_a_failed_write_gives_up_its_messages_and_retries_the_rest(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken_write(batch: _Batch) -> None:
+    store.put_queue("/", "q", False, {})
+    add(store, 1)
+    add(store, 2)
+    assert await store.commit() == 1
+
+    def full_disk(*args: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "_write", full_disk)
+    store.put_queue("/", "q2", False, {})
+    store.remove_message("/", "q", 1)  # an ack of a stored message
+    store.mark_delivered("/", "q", 2)
+    add(store, 3)  # a new message: its publisher will be nacked
+    store.mark_delivered("/", "q", 3)
+    with pytest.raises(WriteFailed, match="ticket 2 is not durable: database or disk is full") as info:
+        await store.commit()
+    assert info.value.ticket == 2 and store.pending
+    monkeypatch.undo()
+    add(store, 4, "q2")  # depends on the failed batch's declaration of q2
+    assert await store.commit() == 3
+    snapshot = store.load()
+    assert [q.name for q in snapshot.queues] == ["q", "q2"]
+    assert [(r.message_id, r.redelivered) for r in snapshot.messages[("/", "q")]] == [(2, True)]
+    assert [r.message_id for r in snapshot.messages[("/", "q2")]] == [4]
+    assert rows(store, "SELECT id FROM messages ORDER BY id") == [(2,), (4,)]
+
+
+async def test_writes_retried_after_a_failure_keep_their_order(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken_write(*args: Any) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_write", broken_write)
+    store.put_queue("/", "q", False, {})
     add(store, 1)
-    with pytest.raises(StoreError, match="disk I/O error"):
+    with pytest.raises(WriteFailed):
         await store.commit()
+    store.delete_queue("/", "q")  # after the failed declaration: must run after it
+    store.remove_message("/", "q", 1)  # the given-up message: nothing to delete
+    with pytest.raises(WriteFailed) as info:
+        await store.commit()
+    assert info.value.ticket == 2
     monkeypatch.undo()
-    add(store, 2)
-    with pytest.raises(StoreError, match=r"nothing after ticket 0 is durable"):
-        await store.commit()
+    assert await store.commit() == 3
+    assert store.load().queues == [] and rows(store, "SELECT * FROM messages") == []
+    assert not store.pending
 
 
 async def test_commit_with_nothing_buffered_returns_a_ticket(store: Store) -> None:
@@ -394,8 +430,9 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         add(store, 1)
         await store.commit()
         path = store.path
-    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at
+    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at, no index
         raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
+        raw.execute("DROP INDEX queue_messages_by_queue")
         raw.execute("PRAGMA user_version = 1")
     with Store.open(tmp_path) as store:
         assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
@@ -404,6 +441,21 @@ async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
         store.add_message("/", "q", 2, "", "q", content(2), 5.0)
         await store.commit()
         assert [r.routed_at for r in store.load().messages[("/", "q")]] == [None, 5.0]
+
+
+async def test_schema_2_store_gets_the_queue_index(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        add(store, 1)
+        await store.commit()
+        path = store.path
+    with sqlite3.connect(path) as raw:  # what schema 2 looked like: no index by queue
+        raw.execute("DROP INDEX queue_messages_by_queue")
+        raw.execute("PRAGMA user_version = 2")
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        index = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'queue_messages'"
+        assert ("queue_messages_by_queue",) in rows(store, index)
+        assert queued_ids(store) == [1]
 
 
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -435,3 +487,16 @@ async def test_corrupted_pages_are_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info, Store.open(tmp_path) as damaged:
         damaged.load()
     assert str(path) in str(info.value)
+
+
+async def test_consumed_messages_leave_reusable_space_that_the_store_reports(store: Store) -> None:
+    """The disk alarm counts it as free: the file never shrinks, SQLite fills these pages first."""
+    store.put_queue("/", "q", False, {})
+    for n in range(1, 11):
+        store.add_message("/", "q", n, "", "q", Content(b"\x00\x00", b"x" * 32768), 0.0)
+    await store.commit()
+    before = store.reusable_bytes
+    for n in range(1, 11):
+        store.remove_message("/", "q", n)
+    await store.commit()
+    assert store.reusable_bytes - before >= 10 * 32768

@@ -128,6 +128,61 @@ def test_make_method_skips_pamqp_validation() -> None:
         make_method(commands.Queue.DeclareOk, no_such_field=1)
 
 
+@pytest.mark.parametrize(
+    ("name", "detail"),
+    [("é" * 128, "is 256 bytes of UTF-8; at most 255 are allowed"), ("a\udcff", "is not valid UTF-8")],
+)
+def test_make_method_refuses_what_a_shortstr_cannot_carry(name: str, detail: str) -> None:
+    with pytest.raises(ValueError, match=detail) as raised:
+        make_method(commands.Queue.Declare, queue=name)
+    assert "Queue.Declare queue" in str(raised.value)
+
+
+def _declare_with_arguments(table: bytes) -> bytes:
+    return struct.pack(">IH", commands.Queue.Declare.index, 0) + b"\x01q\x00" + table
+
+
+@pytest.mark.parametrize(
+    ("entries", "detail"),
+    [
+        (b"\x01kS" + struct.pack(">I", 10) + b"abc", "arguments field 'k' runs past the end of its table"),
+        (b"\x01kx" + struct.pack(">I", 10) + b"abc", "arguments field 'k' runs past the end of its table"),
+        (
+            b"\x01kF" + struct.pack(">I", 3) + b"\x01jSxx",
+            "arguments field 'k' field 'j' runs past the end of its table",
+        ),
+        (b"\x01kA" + struct.pack(">I", 6) + b"S" + struct.pack(">I", 9) + b"a", "field 'k'[0] runs past"),
+        (
+            b"\x01kF" + struct.pack(">I", 6) + b"\x01jS\x00\x00",
+            "arguments field 'k' runs past the end of its table",
+        ),
+        (b"\x01kI\x00\x00", "arguments field 'k' runs past the end of its table"),
+        (b"\x09k", "a field name runs past the end of the table"),
+        (b"\x01\xff" + b"V", "a field name is not valid UTF-8"),
+    ],
+)
+def test_table_values_running_past_their_table_are_syntax_errors(entries: bytes, detail: str) -> None:
+    """pamqp alone would read such a value from the bytes after the table (here 'tail')."""
+    payload = _declare_with_arguments(struct.pack(">I", len(entries)) + entries) + b"tail" * 10
+    with pytest.raises(AMQPError) as raised:
+        frames.decode_method(payload)
+    assert raised.value.reply_code == 502
+    assert detail in raised.value.reply_text
+
+
+def test_well_formed_tables_still_decode_with_every_value_type() -> None:
+    declare = commands.Queue.Declare(queue="q", arguments=PROPERTIES.headers)
+    decoded = frames.decode_method(_payload(declare))
+    assert decoded.arguments == PROPERTIES.headers
+
+
+def test_method_arguments_running_past_the_frame_are_syntax_errors() -> None:
+    whole = _payload(commands.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\0u\0p"))
+    for cut in (8, len(whole) - 1):
+        with pytest.raises(AMQPError, match="runs past the end of the frame"):
+            frames.decode_method(whole[:cut])
+
+
 def _payload(method: commands.base.Frame) -> bytes:
     return frame.marshal(method, 1)[7:-1]
 
