@@ -206,3 +206,13 @@ async def _serve_until_signalled(node: Node, host: str | None, port: int) -> Non
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def amq_route(argv: list[str] | None = None) -> int:
+    """The amq-route console script: federation's command line with the planner's `topology`
+    commands mounted (composed here so that federation never imports topology)."""
+    from federation.cli.route_cli import Mount, main
+    from topology.cli import add_commands
+
+    topology = Mount("topology", "topology files: check, map, plan and apply a deployment", add_commands)
+    return main(argv, mounts=[topology])

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from federation.cli.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
+from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
 from topology.changes import Plan, ordered_requests, request_kind
 
 Say = Callable[[str], None]

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from federation.requests import Request
 from topology.model import Topology
-from topology.plan_requests import Request
 
 Action = Literal["create", "change", "delete"]
 

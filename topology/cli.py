@@ -1,7 +1,7 @@
 """`amq-route topology check|map|plan|apply FILE`: the planner on the command line.
 
 The commands hang under amq-route (they speak to the same nodes, with the same global options
-such as --timeout) but live here, beside the planner they drive. A file that does not load is
+such as --timeout) but live here, beside the planner they drive; gateway.cli mounts them. A file that does not load is
 one error line per problem on stderr and exit 1; map, plan and apply refuse a file the checks
 find errors in (topology.prepare).
 """
@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from federation.cli.common import EXIT_FAILED
+from federation.management_client import EXIT_FAILED
 from topology.apply import apply_plan
 from topology.checks import has_errors, run_checks
 from topology.live import read_live

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import trio
 
-from federation.cli.formatting import Record
-from federation.cli.management_client import ClientFactory, ManagementClient, ManagementFailed
-from federation.cli.route_cli import NodeView
+from federation.formatting import Record
+from federation.management_client import ClientFactory, ManagementClient, ManagementFailed
+from federation.routemap import NodeView
 from topology.model import Node, Topology
 
 #: The state a link or a peering is in when it carries messages.

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from federation.address import BrokerAddress
-from gateway.broker.names import STANDARD_EXCHANGES
 from gateway.federation_config import ALIASES, cannot_federate
+from gateway.names import STANDARD_EXCHANGES
 
 #: Exchanges every node has without declaring them, with their types.
 BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)

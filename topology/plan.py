@@ -34,37 +34,37 @@ node's own configuration makes (source `config`).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli import formatting
-from federation.cli.management_client import ClientFactory, ManagementClient
-from federation.cli.route_cli import (
-    Options,
+from federation.management_client import ClientFactory, ManagementClient
+from federation.requests import (
     Parent,
+    Request,
+    RouteOptions,
     RouteSpec,
     endpoint,
-    federation_arguments,
-    link_arguments,
-    route_arguments,
+    federation_add,
+    federation_delete,
+    link_add,
+    link_delete,
+    route_add,
+    route_delete,
 )
-from gateway.broker.names import RESERVED_PREFIX
+from gateway.names import RESERVED_PREFIX
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.live import LiveNode, LiveState, read_live
-from topology.model import GUEST, VHOST, Binding, Exchange, Federation, Node, Queue, Topology
+from topology.model import GUEST, VHOST, Binding, Exchange, Node, Queue, Topology
 from topology.plan_requests import (
-    Request,
     binding_request,
     exchange_add,
     exchange_detail,
-    federation_delete,
     link_detail,
     queue_add,
     queue_delete,
     queue_detail,
-    route_delete,
     route_detail,
     route_name,
     show,
@@ -126,39 +126,17 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def options(
-    durable: bool,
-    *,
-    push: bool = False,
-    ack: int | None = None,
-    credit: int | None = None,
-    transport: str = "tcp",
-) -> Options:
-    """amq-route's options as its command line would give them for one object."""
-    return Options(
-        verbose=False,
-        quiet=False,
-        durable=durable,
-        del_empty_link=False,
-        src_local=push,
-        ack=ack,
-        credit=credit,
-        transport=transport,
-        timeout=0,
-    )
+def federation_parent(parent: Node) -> Parent:
+    """The parent as `amq-route federate add` names it: with a login only when the file names
+    credentials for it (else the child uses its own attach login, as amq-route without a login
+    in the address)."""
+    return Parent(parent.address, parent.credentials != GUEST)
 
 
-def federation_namespace(federation: Federation, parent: Node) -> argparse.Namespace:
-    """`amq-route federate add <child> <parent> <exchange> --type T` as parsed: the parent's
-    login is given only when the file names credentials for it (else the child uses its own
-    attach login, as amq-route without a login in the address)."""
-    login_given = parent.credentials != GUEST
-    return argparse.Namespace(
-        parent=Parent(parent.address, login_given),
-        exchange=federation.exchange,
-        vhost=VHOST,
-        type=federation.type,
-    )
+def delete_federation(record: formatting.Record) -> Request:
+    """`amq-route federate del <child> <parent> <exchange>`'s request, for a live federation."""
+    parent = formatting.federation_parent(record)
+    return federation_delete(parent, str(record["exchange"]), str(record.get("vhost", VHOST)))
 
 
 def binding_name(exchange: str, queue: str, key: str, arguments: dict[str, Any]) -> str:
@@ -353,20 +331,17 @@ class _NodeDiff:
             wanted.add(address)
             name = f"to {peer.name} {peer.endpoint}"
             record = live.get(address)
-            add = (
-                "links.add",
-                link_arguments(peer.address, options(link.durable, transport=link.transport)),
-            )
+            add = link_add(peer.address, RouteOptions(durable=link.durable, transport=link.transport))
             if record is None:
                 self.change("create", "link", name, link_detail(link.durable, link.transport), add)
             elif changed := differences(record, {"durable": link.durable, "transport": link.transport}):
-                delete = ("links.delete", {"host": peer.host, "port": peer.port})
+                delete = link_delete(peer.address)
                 self.replace("link", name, address, changed, delete, add)
         for address, record in sorted(live.items(), key=lambda item: (str(item[0][0]), int(item[0][1]))):
             peer = self.owned.get(address)
             if address in wanted or peer is None:
                 continue
-            delete = ("links.delete", {"host": peer.host, "port": peer.port})
+            delete = link_delete(peer.address)
             detail = link_detail(bool(record.get("durable")), str(record.get("transport")))
             self.extra("link", f"to {peer.name} {peer.endpoint}", address, detail, delete)
 
@@ -405,14 +380,10 @@ class _NodeDiff:
                 tag=expected["tag"],
                 excludes=tuple(route.excludes),
             )
-            add = (
-                "routes.add",
-                route_arguments(
-                    spec,
-                    BrokerAddress(far.host, far.port),
-                    options(route.durable, push=route.push, ack=route.ack, credit=route.credit),
-                ),
+            behaviour = RouteOptions(
+                durable=route.durable, src_local=route.push, ack=route.ack, credit=route.credit
             )
+            add = route_add(spec, far.address, behaviour)
             name = route_name(route.kind, route.exchange, identity[3], identity[4], route.push, far)
             wanted_attributes = {attribute: expected[attribute] for attribute in ROUTE_ATTRIBUTES}
             record = live.get(identity)
@@ -421,12 +392,12 @@ class _NodeDiff:
             if record is None or (far.host, far.port) in self.gone["link"]:
                 self.change("create", "route", name, route_detail(wanted_attributes), add)
             elif changed := differences(record, wanted_attributes):
-                self.replace("route", name, identity, changed, route_delete(far, spec), add)
+                self.replace("route", name, identity, changed, route_delete(spec, far.address), add)
             elif local in self.gone[local_kind]:
                 # Its exchange (or queue) is deleted and created again: so is the route, which
                 # was attached to the old one.
                 detail = [f"its {local_kind} {local} is deleted and created again"]
-                self.change("change", "route", name, detail, route_delete(far, spec), add)
+                self.change("change", "route", name, detail, route_delete(spec, far.address), add)
         for identity, record in sorted(live.items(), key=lambda item: tuple(str(part) for part in item[0])):
             peer = self.owned_endpoints.get(identity[0])
             if identity in wanted or peer is None:
@@ -435,7 +406,7 @@ class _NodeDiff:
             spec = RouteSpec(identity[1], identity[2], key=identity[3], queue=identity[4])
             name = route_name(identity[1], identity[2], identity[3], identity[4], push, peer)
             detail = route_detail({attribute: record.get(attribute) for attribute in ROUTE_ATTRIBUTES})
-            self.extra("route", name, identity, detail, route_delete(peer, spec))
+            self.extra("route", name, identity, detail, route_delete(spec, peer.address))
 
     def federations(self) -> None:
         live = {
@@ -459,8 +430,7 @@ class _NodeDiff:
                 continue
             wanted.add(federation.exchange)
             name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
-            namespace = federation_namespace(federation, parent)
-            add = ("federations.add", federation_arguments(namespace, options(True)))
+            add = federation_add(federation_parent(parent), federation.exchange, VHOST, federation.type, True)
             expected = federation_record(self.topology, federation)
             attributes = {attribute: expected[attribute] for attribute in ("parent", "type")}
             record = live.get(federation.exchange)
@@ -472,7 +442,7 @@ class _NodeDiff:
                     self.drift("error", "federation", name, message, changed)
                 else:
                     self.replace(
-                        "federation", name, federation.exchange, changed, federation_delete(record), add
+                        "federation", name, federation.exchange, changed, delete_federation(record), add
                     )
         for exchange, record in sorted(live.items()):
             parent_address = formatting.federation_parent(record)
@@ -480,4 +450,4 @@ class _NodeDiff:
             if exchange in wanted or peer is None or record.get("source") == "config":
                 continue
             name = f"{exchange} => {peer.name} {peer.endpoint}"
-            self.extra("federation", name, exchange, [str(record.get("type"))], federation_delete(record))
+            self.extra("federation", name, exchange, [str(record.get("type"))], delete_federation(record))

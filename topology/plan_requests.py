@@ -3,16 +3,11 @@ the plan names and describes each object on its lines (topology.plan builds on b
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
-from federation.cli import formatting
-from federation.cli.route_cli import Parent, RouteSpec, federation_identity
-from topology.model import VHOST, Exchange, Node, Queue
-
-#: One management request: (method, arguments).
-Request = tuple[str, dict[str, Any]]
+from federation.requests import Request
+from topology.model import Exchange, Node, Queue
 
 
 def show(value: Any) -> str:
@@ -54,20 +49,6 @@ def binding_request(method: str, exchange: str, queue: str, key: str, arguments:
     if arguments:
         request["arguments"] = dict(arguments)
     return (method, request)
-
-
-def route_delete(far: Node, spec: RouteSpec) -> Request:
-    """`amq-route dynamic|route|queue del`'s request."""
-    return ("routes.delete", {"host": far.host, "port": far.port, **spec.identity()})
-
-
-def federation_delete(record: formatting.Record) -> Request:
-    """`amq-route federate del <child> <parent> <exchange>`'s request, for the live parent."""
-    parent = formatting.federation_parent(record)
-    namespace = argparse.Namespace(
-        parent=Parent(parent, False), exchange=record["exchange"], vhost=record.get("vhost", VHOST)
-    )
-    return ("federations.delete", federation_identity(namespace))
 
 
 # -- how objects are named and described in the plan -------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import trio
 
-from federation.cli.management_client import ManagementClient, ManagementFailed
+from federation.management_client import ManagementClient, ManagementFailed
 from topology.model import Node
 
 #: Seconds a node has to answer management after it was started.

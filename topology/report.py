@@ -4,7 +4,7 @@ exchanges with their states and last errors, as `link list` and `federate list` 
 
 from __future__ import annotations
 
-from federation.cli import formatting
+from federation import formatting
 from topology.live import LiveNode, LiveState
 from topology.model import Topology
 from topology.routemap import walk_map

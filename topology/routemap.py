@@ -10,7 +10,7 @@ its link (Route.holder); links are the declared ones plus those routes create fo
 (Topology.effective_links), in that order, and a node lists its routes link by link, as
 federation.manager does.
 
-`offline_map` runs `route map`'s own walk (federation.cli.route_cli.MapWalk) over those views,
+`offline_map` runs `route map`'s own walk (federation.routemap.MapWalk) over those views,
 so the text is byte for byte what the live `amq-route route map <host:port>` prints after
 apply: the same breadth-first order over link peers then federation parents, every probe "Ok",
 and the nodes the walk never reaches left out as the live walk leaves them out.
@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli import formatting
-from federation.cli.route_cli import MapWalk, NodeView
+from federation.routemap import MapWalk, NodeView
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
 from gateway.federation_config import DEFAULT_LOGIN
 from topology.model import GUEST, VHOST, Federation, Link, Node, Route, Topology

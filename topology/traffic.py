@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import trio
 from pamqp import commands
 
-from federation.cli.formatting import table
-from federation.cli.management_client import ManagementClient
 from federation.client import connect
+from federation.formatting import table
+from federation.management_client import ManagementClient
 from gateway.wire import Content
 from topology.flow import reached_queues
 from topology.model import Node, Publisher, Topology

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from federation.cli.management_client import ManagementFailed
+from federation.management_client import ManagementFailed
 from topology import processes
 from topology.apply import apply_plan
 from topology.live import LiveState, read_live

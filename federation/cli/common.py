@@ -9,10 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import trio
 
 from federation.address import BrokerAddress
-from federation.cli.management_client import ManagementFailed
-
-#: qpid-route and qpid-config exit with 1 on every failure they report themselves.
-EXIT_FAILED = 1
+from federation.management_client import EXIT_FAILED, ManagementFailed
 
 
 def broker_address(text: str) -> BrokerAddress:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli import formatting
 from federation.cli.common import broker_address, count, default, parse, run, timeout_seconds
-from federation.cli.management_client import Client, ClientFactory, ManagementClient
+from federation.management_client import Client, ClientFactory, ManagementClient
 
 #: --policy-type: what a full queue does, as the x-overflow argument RabbitMQ clients know.
 OVERFLOW = {"reject": "reject-publish", "ring": "drop-head"}

@@ -16,16 +16,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
+from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli import formatting
 from federation.cli.common import EXIT_FAILED, broker_address, count, default, parse, run, timeout_seconds
-from federation.cli.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
+from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
+from federation.requests import (
+    Parent,
+    RouteOptions,
+    RouteSpec,
+    endpoint,
+    federation_add,
+    federation_delete,
+    link_add,
+    link_delete,
+    route_add,
+    route_delete,
+)
+from federation.routemap import MapWalk, NodeView, link_endpoint, read_view
 from gateway.federation_config import ALIASES, TYPES
 
 LOCALHOST = "localhost"
@@ -75,54 +87,10 @@ class Options:
 
     verbose: bool
     quiet: bool
-    durable: bool
     del_empty_link: bool
-    src_local: bool
-    ack: int | None
-    credit: int | None
-    transport: str
     timeout: float
-
-
-@dataclass(frozen=True)
-class RouteSpec:
-    """One route as the command line names it; `kind` is dynamic, exchange or queue."""
-
-    kind: str
-    exchange: str
-    key: str | None = None
-    queue: str | None = None
-    tag: str | None = None
-    excludes: tuple[str, ...] = ()
-
-    def identity(self) -> dict[str, Any]:
-        """What tells this route apart from the others on the same link (qpid-route's rule:
-        the exchange, plus the key of an exchange route or the queue of a queue route)."""
-        identity: dict[str, Any] = {"kind": self.kind, "exchange": self.exchange}
-        if self.kind == "exchange":
-            identity["key"] = self.key
-        elif self.kind == "queue":
-            identity["queue"] = self.queue
-        return identity
-
-    def matches(self, record: formatting.Record, peer: str) -> bool:
-        """Whether a route record of the node is this route on the link to `peer`."""
-        if formatting.route_peer(record) != peer:
-            return False
-        return all(record.get(name) == value for name, value in self.identity().items())
-
-    def describe(self) -> str:
-        """The route for -v lines and warnings: `exchange(key)` or `exchange(queue)`."""
-        return formatting.route_description(self.identity())
-
-
-@dataclass(frozen=True)
-class Parent:
-    """A federate command's parent node, and whether its address gave a login: without one the
-    child logs in to the parent with its own configured attach login, not guest."""
-
-    address: BrokerAddress
-    login_given: bool
+    #: How added links, routes and federations behave (sent to the node).
+    route: RouteOptions
 
 
 def parent_address(text: str) -> Parent:
@@ -148,55 +116,7 @@ class Context:
 
     def ends(self, dest: BrokerAddress, src: BrokerAddress) -> tuple[BrokerAddress, BrokerAddress]:
         """(the node the request goes to, the peer its link reaches)."""
-        return (src, dest) if self.options.src_local else (dest, src)
-
-
-def endpoint(address: BrokerAddress) -> str:
-    """`host:port` (IPv6 in brackets), as route records and every listing name a node."""
-    return str(BrokerAddress(address.host, address.port))
-
-
-def link_arguments(peer: BrokerAddress, options: Options) -> dict[str, Any]:
-    """links.add's arguments: the peer, with the credentials the link logs in with."""
-    return {
-        "host": peer.host,
-        "port": peer.port,
-        "username": peer.username,
-        "password": peer.password,
-        "durable": options.durable,
-        "transport": options.transport,
-    }
-
-
-def route_arguments(spec: RouteSpec, peer: BrokerAddress, options: Options) -> dict[str, Any]:
-    """routes.add's arguments: which link (by peer), which route, and how it behaves."""
-    arguments: dict[str, Any] = {"host": peer.host, "port": peer.port, **spec.identity()}
-    if spec.kind != "queue":
-        arguments.update(tag=spec.tag, excludes=list(spec.excludes))
-    arguments.update(
-        durable=options.durable, src_local=options.src_local, ack=options.ack, credit=options.credit
-    )
-    return arguments
-
-
-def federation_identity(args: argparse.Namespace) -> dict[str, Any]:
-    """What names a federation to federations.add and federations.delete: the parent, the
-    exchange and its vhost."""
-    parent: BrokerAddress = args.parent.address
-    return {"host": parent.host, "port": parent.port, "exchange": args.exchange, "vhost": args.vhost}
-
-
-def federation_arguments(args: argparse.Namespace, options: Options) -> dict[str, Any]:
-    """federations.add's arguments; a null type and login let the child pick its defaults."""
-    parent: Parent = args.parent
-    login = parent.address if parent.login_given else None
-    return {
-        **federation_identity(args),
-        "type": args.type,
-        "username": login.username if login else None,
-        "password": login.password if login else None,
-        "durable": options.durable,
-    }
+        return (src, dest) if self.options.route.src_local else (dest, src)
 
 
 async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
@@ -220,26 +140,26 @@ async def ensure_link(context: Context, client: Client, node: BrokerAddress, pee
     refuse_itself(node, peer, "linking")
     if await find_link(client, peer) is None:
         context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
-        await client.call("links.add", link_arguments(peer, context.options))
+        await client.call(*link_add(peer, context.options.route))
 
 
 # -- commands -------------------------------------------------------------------------------
 
 
-async def link_add(context: Context, args: argparse.Namespace) -> int:
+async def add_link(context: Context, args: argparse.Namespace) -> int:
     node, peer = context.ends(args.dest, args.src)
     async with context.client(node) as client:
         await ensure_link(context, client, node, peer)
     return 0
 
 
-async def link_del(context: Context, args: argparse.Namespace) -> int:
+async def del_link(context: Context, args: argparse.Namespace) -> int:
     node, peer = context.ends(args.dest, args.src)
     async with context.client(node) as client:
         if await find_link(client, peer) is None:
             raise ManagementFailed("NOT_FOUND", f"{endpoint(node)} has no link to {endpoint(peer)}")
         context.say(f"Deleting link {endpoint(node)} -> {endpoint(peer)}")
-        await client.call("links.delete", {"host": peer.host, "port": peer.port})
+        await client.call(*link_delete(peer))
     return 0
 
 
@@ -271,9 +191,9 @@ async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
                 return 0
             print(f"Duplicate Route - ignoring: {spec.describe()}", file=sys.stderr)
             return EXIT_FAILED
-        arrow = "=>" if context.options.src_local else "<="
+        arrow = "=>" if context.options.route.src_local else "<="
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
-        await client.call("routes.add", route_arguments(spec, peer, context.options))
+        await client.call(*route_add(spec, peer, context.options.route))
     return 0
 
 
@@ -296,7 +216,7 @@ async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
         context.say(
             f"Deleting {spec.kind} route {spec.describe()} on the link {endpoint(node)} -> {endpoint(peer)}"
         )
-        await client.call("routes.delete", {"host": peer.host, "port": peer.port, **spec.identity()})
+        await client.call(*route_delete(spec, peer))
         if context.options.del_empty_link:
             await delete_link_if_empty(context, client, node, peer)
     return 0
@@ -310,7 +230,7 @@ async def delete_link_if_empty(
     if any(formatting.route_peer(route) == endpoint(peer) for route in remaining):
         return
     context.say(f"Deleting link {endpoint(node)} -> {endpoint(peer)}: its last route is gone")
-    await client.call("links.delete", {"host": peer.host, "port": peer.port})
+    await client.call(*link_delete(peer))
 
 
 async def route_list(context: Context, args: argparse.Namespace) -> int:
@@ -355,93 +275,10 @@ async def route_map(context: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def link_endpoint(link: formatting.Record) -> str:
-    """A link record's far end as `host:port`, how the map names nodes."""
-    return str(link_peer(link))
-
-
-def link_peer(link: formatting.Record) -> BrokerAddress:
-    """A link record's far end, without credentials."""
-    return BrokerAddress(link["host"], link["port"])
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """What `route map` reads of one node."""
-
-    links: list[formatting.Record]
-    routes: list[formatting.Record]
-    federations: list[formatting.Record]
-
-    def peers(self) -> list[BrokerAddress]:
-        """The nodes to visit from this one: its links' far ends, then its federations' parents."""
-        return [
-            *map(link_peer, self.links),
-            *map(formatting.federation_parent, self.federations),
-        ]
-
-
-class MapWalk:
-    """`route map`'s breadth-first walk and its text, apart from how nodes are read: the live
-    map reads them through management, the offline map (topology.routemap) takes them from a
-    topology file, and both print the same lines.
-
-    The walk starts at a node already read, then visits each node's link peers and then its
-    federations' parents, each once (by `host:port`), in the order found; every node after the
-    first is reached with the first node's credentials. `pending()` yields the nodes to read
-    while the walk grows; the caller answers each with `reached` or `failed`, which return the
-    probe line. `lines()` is the whole map, `heading()` and `sections()` its two halves."""
-
-    def __init__(self, start: BrokerAddress, view: NodeView) -> None:
-        self.start = start
-        self.views: list[tuple[str, NodeView]] = []
-        self.probes: list[str] = []
-        self._seen = {endpoint(start)}
-        self._queue: list[BrokerAddress] = []
-        self.reached(start, view)
-
-    def pending(self) -> Iterator[BrokerAddress]:
-        """The nodes still to read, first found first; nodes found meanwhile join the end."""
-        while self._queue:
-            yield self._queue.pop(0)
-
-    def reached(self, address: BrokerAddress, view: NodeView) -> str:
-        """`address` was read: its probe line; its peers are visited later."""
-        self.views.append((endpoint(address), view))
-        self.probes.append(formatting.map_probe(endpoint(address), None))
-        for peer in view.peers():
-            if endpoint(peer) not in self._seen:
-                self._seen.add(endpoint(peer))
-                self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
-        return self.probes[-1]
-
-    def failed(self, address: BrokerAddress, failure: str) -> str:
-        """`address` could not be read (`failure` says why): its probe line; it is left out."""
-        self.probes.append(formatting.map_probe(endpoint(address), failure))
-        return self.probes[-1]
-
-    def heading(self) -> list[str]:
-        """The lines printed before the walk goes on: a blank line, the caption, the first probe."""
-        return ["", "Finding Linked Brokers:", self.probes[0]]
-
-    def sections(self) -> list[str]:
-        """The routes and federations found on every node reached, in walk order."""
-        lines = formatting.map_routes([(node, view.routes) for node, view in self.views])
-        return lines + formatting.map_federations([(node, view.federations) for node, view in self.views])
-
-    def lines(self) -> list[str]:
-        """The whole map, as `route map` prints it once every node was read or failed."""
-        return ["", "Finding Linked Brokers:", *self.probes, "", *self.sections()]
-
-
 async def read_node(context: Context, address: BrokerAddress) -> NodeView:
     """The links, routes and federations of one node."""
     async with context.client(address) as client:
-        return NodeView(
-            await client.call("links.list"),
-            await client.call("routes.list"),
-            await client.call("federations.list"),
-        )
+        return await read_view(client)
 
 
 async def federate_add(context: Context, args: argparse.Namespace) -> int:
@@ -450,7 +287,10 @@ async def federate_add(context: Context, args: argparse.Namespace) -> int:
     child: BrokerAddress = args.child
     refuse_itself(child, args.parent.address, "federating")
     async with context.client(child) as client:
-        record = await client.call("federations.add", federation_arguments(args, context.options))
+        request = federation_add(
+            args.parent, args.exchange, args.vhost, args.type, context.options.route.durable
+        )
+        record = await client.call(*request)
     context.say(f"Added federation {formatting.federation_line(endpoint(child), record)}")
     return 0
 
@@ -460,7 +300,7 @@ async def federate_del(context: Context, args: argparse.Namespace) -> int:
     that parent."""
     child: BrokerAddress = args.child
     async with context.client(child) as client:
-        await client.call("federations.delete", federation_identity(args))
+        await client.call(*federation_delete(args.parent.address, args.exchange, args.vhost))
     deleted = {"parent": endpoint(args.parent.address), "exchange": args.exchange, "vhost": args.vhost}
     context.say(f"Deleted federation {formatting.federation_line(endpoint(child), deleted)}")
     return 0
@@ -537,7 +377,18 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Mount:
+    """A group of commands that lives elsewhere (the planner's `topology`) hung under amq-route,
+    with its global options: `add_commands` gets amq-route's `command(name, handler, help)`.
+    Whoever composes the console script mounts it, so this package never imports the planner."""
+
+    name: str
+    help: str
+    add_commands: Callable[[Callable[[str, Command, str], argparse.ArgumentParser]], None]
+
+
+def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amq-route",
         usage=USAGE,
@@ -547,7 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_options(parser, main=True)
     # Explicit progs for the commands' usage lines: argparse would derive them from USAGE.
     groups = parser.add_subparsers(
-        dest="group", metavar="{link,dynamic,route,queue,federate,topology}", required=True, prog="amq-route"
+        dest="group",
+        metavar="{"
+        + ",".join(["link", "dynamic", "route", "queue", "federate", *(m.name for m in mounts)])
+        + "}",
+        required=True,
+        prog="amq-route",
     )
 
     def group(name: str, help_text: str) -> argparse._SubParsersAction:
@@ -598,8 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     link = group("link", "links: the connections one node keeps to another")
-    ends(command(link, "add", link_add, "add a link from dest-broker to src-broker (-s: the other way)"))
-    ends(command(link, "del", link_del, "delete a link and the routes on it"))
+    ends(command(link, "add", add_link, "add a link from dest-broker to src-broker (-s: the other way)"))
+    ends(command(link, "del", del_link, "delete a link and the routes on it"))
     one_broker(command(link, "list", link_list, "list a node's links"))
 
     dynamic = group("dynamic", "dynamic routes: bindings on dest-broker's exchange pull matching messages")
@@ -655,12 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
     federation(command(federate, "del", federate_del, "stop federating an exchange of child-broker"))
     one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
 
-    # Imported here, not at the top: the planner reads this module's NodeView and arguments.
-    from topology.cli import add_commands
-
-    add_commands(
-        partial(command, group("topology", "topology files: check, map, plan and apply a deployment"))
-    )
+    for mount in mounts:
+        mount.add_commands(partial(command, group(mount.name, mount.help)))
     return parser
 
 
@@ -690,19 +542,26 @@ def options_of(args: argparse.Namespace) -> Options:
     return Options(
         verbose=args.verbose,
         quiet=args.quiet,
-        durable=args.durable,
         del_empty_link=args.del_empty_link,
-        src_local=args.src_local,
-        ack=args.ack,
-        credit=args.credit,
-        transport=args.transport,
         timeout=args.timeout,
+        route=RouteOptions(
+            durable=args.durable,
+            src_local=args.src_local,
+            ack=args.ack,
+            credit=args.credit,
+            transport=args.transport,
+        ),
     )
 
 
-def main(argv: Sequence[str] | None = None, connect: ClientFactory = ManagementClient.connect) -> int:
-    """The amq-route console script; `connect` is replaced by fake nodes in unit tests."""
-    args = parse(build_parser(), argv)
+def main(
+    argv: Sequence[str] | None = None,
+    connect: ClientFactory = ManagementClient.connect,
+    mounts: Sequence[Mount] = (),
+) -> int:
+    """amq-route; `connect` is replaced by fake nodes in unit tests, and gateway.cli mounts the
+    planner's commands for the console script."""
+    args = parse(build_parser(mounts), argv)
     check(args)
     context = Context(options_of(args), connect)
     return run(partial(args.handler, context, args))

@@ -11,10 +11,10 @@ from gateway.broker.arguments import parse_queue_arguments
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox
+from gateway.broker.records import Snapshot
 from gateway.broker.session import ExchangeHandler, Hold, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
-from gateway.store.records import Snapshot
 from gateway.wire.errors import not_allowed
 
 if TYPE_CHECKING:

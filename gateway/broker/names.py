@@ -1,29 +1,9 @@
-"""Names the broker generates or reserves, and RabbitMQ-style resource descriptions."""
+"""Names the broker generates, and RabbitMQ-style resource descriptions."""
 
 from __future__ import annotations
 
 import base64
 import os
-
-from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
-
-#: Exchanges every vhost has, with their types (the last three are OpenAMQ's ESB exchanges).
-STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
-    ("", "direct"),
-    ("amq.direct", "direct"),
-    ("amq.fanout", "fanout"),
-    ("amq.topic", "topic"),
-    ("amq.headers", "headers"),
-    ("amq.match", "headers"),
-    ("amq.service", "direct"),
-    ("amq.data", "topic"),
-    ("amq.dataex", "headers"),
-    # Handled by the node itself (Broker.exchange_handlers), never routed to queues.
-    (MANAGEMENT_EXCHANGE, "direct"),
-    (CONTROL_EXCHANGE, "direct"),
-)
-
-RESERVED_PREFIX = "amq."
 
 
 def _random_suffix() -> str:

@@ -11,8 +11,8 @@ from gateway.broker.arguments import QueueOptions
 from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
-from gateway.broker.names import STANDARD_EXCHANGES
 from gateway.broker.queue import Queue
+from gateway.names import STANDARD_EXCHANGES
 from gateway.routing import freeze
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError

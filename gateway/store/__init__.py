@@ -1,29 +1,16 @@
 """Durable state of a node in SQLite (WAL, group commit); see docs/architecture.md."""
 
 from .database import Store
+from .errors import StoreError, StoreLocked, WriteFailed
 from .opening import DB_FILE, LOCK_FILE, SCHEMA_VERSION
-from .records import (
-    BindingRecord,
-    ExchangeRecord,
-    MessageRecord,
-    QueueRecord,
-    Snapshot,
-    StoreError,
-    StoreLocked,
-    WriteFailed,
-)
 
 __all__ = [
     "DB_FILE",
     "LOCK_FILE",
     "SCHEMA_VERSION",
-    "BindingRecord",
-    "ExchangeRecord",
-    "MessageRecord",
-    "QueueRecord",
-    "Snapshot",
     "Store",
     "StoreError",
     "StoreLocked",
+    "WriteFailed",
     "WriteFailed",
 ]

@@ -42,18 +42,11 @@ from typing import Any, Self
 
 import trio
 
+from gateway.broker.records import BindingRecord, ExchangeRecord, MessageRecord, QueueRecord, Snapshot
 from gateway.wire.content import Content
 
+from .errors import StoreError, WriteFailed
 from .opening import DB_FILE, connect, lock_data_dir
-from .records import (
-    BindingRecord,
-    ExchangeRecord,
-    MessageRecord,
-    QueueRecord,
-    Snapshot,
-    StoreError,
-    WriteFailed,
-)
 from .tables import canonical, dump_table, load_table
 
 # (message_id, vhost, queue): the primary key of queue_messages, message first so that the

@@ -17,7 +17,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from .records import StoreError, StoreLocked
+from .errors import StoreError, StoreLocked
 
 SCHEMA_VERSION = 3
 DB_FILE = "store.db"

@@ -16,8 +16,8 @@ import pytest
 import trio
 from pamqp import commands
 
-from federation.cli.management_client import ManagementFailed
 from federation.client import connect
+from federation.management_client import ManagementFailed
 from tests.integration.test_federation_routes import address, manage
 from tests.integration.test_federation_types import publish, received, subscriber, wait_federated
 from tests.nodes import NodeProcess

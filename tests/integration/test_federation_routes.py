@@ -14,8 +14,8 @@ import trio
 from pamqp import commands
 
 from federation.address import BrokerAddress
-from federation.cli.management_client import ManagementClient
 from federation.client import connect
+from federation.management_client import ManagementClient
 from gateway.wire import Content
 from tests.nodes import NodeProcess
 from tests.proxy import TcpProxy

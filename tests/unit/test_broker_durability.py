@@ -2,11 +2,11 @@ import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
-from gateway.store.records import BindingRecord as B
-from gateway.store.records import ExchangeRecord as X
-from gateway.store.records import MessageRecord as M
-from gateway.store.records import QueueRecord as Q
-from gateway.store.records import Snapshot
+from gateway.broker.records import BindingRecord as B
+from gateway.broker.records import ExchangeRecord as X
+from gateway.broker.records import MessageRecord as M
+from gateway.broker.records import QueueRecord as Q
+from gateway.broker.records import Snapshot
 
 from .broker_fakes import Client, FakeClock, FakeStore, content
 

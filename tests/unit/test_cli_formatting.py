@@ -6,7 +6,7 @@ the page edge is joined again, and the stray spaces on its blank lines are dropp
 
 from __future__ import annotations
 
-from federation.cli import formatting
+from federation import formatting
 
 # Seed 001 lines 1541-1546 (the last row's "Connection refused" was wrapped over two lines).
 # The rows without a last error keep the state's padding: the seed has those trailing spaces.

@@ -10,7 +10,7 @@ import pytest
 
 from federation.address import BrokerAddress
 from federation.cli import config_cli
-from federation.cli.management_client import ManagementFailed
+from federation.management_client import ManagementFailed
 from tests.unit.test_cli_formatting import binding, exchange, queue
 
 

@@ -17,10 +17,11 @@ import pytest
 import trio
 from pamqp import commands
 
+from federation import management_client
 from federation.address import BrokerAddress
-from federation.cli import management_client, route_cli
-from federation.cli.management_client import ManagementClient, ManagementFailed
+from federation.cli import route_cli
 from federation.errors import ConnectFailed
+from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire.content import Content
 from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
 

@@ -13,17 +13,8 @@ import trio
 from pamqp import commands
 from trio.testing import wait_all_tasks_blocked
 
-from gateway.store import (
-    DB_FILE,
-    SCHEMA_VERSION,
-    BindingRecord,
-    ExchangeRecord,
-    QueueRecord,
-    Store,
-    StoreError,
-    StoreLocked,
-    WriteFailed,
-)
+from gateway.broker.records import BindingRecord, ExchangeRecord, QueueRecord
+from gateway.store import DB_FILE, SCHEMA_VERSION, Store, StoreError, StoreLocked, WriteFailed
 from gateway.wire.content import Content
 
 from .test_store_tables import NASTY, assert_identical

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from federation.cli.route_cli import NodeView
+from federation.routemap import NodeView
 from tests.unit.test_route_cli import SEED_ROUTE_MAP, FakeNetwork
 from topology.loader import load_topology_text
 from topology.model import Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology

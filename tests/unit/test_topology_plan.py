@@ -17,8 +17,9 @@ import trio
 from federation.address import BrokerAddress
 from federation.cli import config_cli, route_cli
 from federation.cli.common import broker_address as address
-from federation.cli.management_client import ManagementFailed
-from gateway.broker.names import STANDARD_EXCHANGES
+from federation.management_client import ManagementFailed
+from federation.requests import RouteOptions
+from gateway.names import STANDARD_EXCHANGES
 from topology.apply import apply_plan
 from topology.changes import Plan, ordered_requests
 from topology.live import LiveNode, LiveState, read_live
@@ -281,19 +282,11 @@ def test_requests_are_what_amq_config_and_amq_route_send() -> None:
         assert config_cli.main(["-a", node, *command.split()], connect=recorder.connect) == 0
     # amq-route's commands, past its argument parser (the options and arguments it would make).
     durable = route_cli.Options(
-        verbose=False,
-        quiet=False,
-        durable=True,
-        del_empty_link=False,
-        src_local=False,
-        ack=None,
-        credit=None,
-        transport="tcp",
-        timeout=10.0,
+        verbose=False, quiet=False, del_empty_link=False, timeout=10.0, route=RouteOptions(durable=True)
     )
-    pushed = replace(durable, src_local=True, ack=10)
+    pushed = replace(durable, route=replace(durable.route, src_local=True, ack=10))
     steps = [
-        (route_cli.link_add, durable, {"dest": address(B), "src": address(A)}),
+        (route_cli.add_link, durable, {"dest": address(B), "src": address(A)}),
         (
             partial(route_cli.exchange_route, "dynamic", add=True),
             durable,

@@ -1,4 +1,5 @@
-"""What the store hands back at start-up, and how it fails."""
+"""The broker's durable state as plain records: what a store hands back at start-up
+(Broker.recover), so the model depends on no store and any store can feed it."""
 
 from __future__ import annotations
 
@@ -6,25 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.wire.content import Content
-
-
-class StoreError(Exception):
-    """The durable store cannot be used; the message names the data dir or file and why."""
-
-
-class StoreLocked(StoreError):
-    """Another node (possibly this process) holds the data dir's lock."""
-
-
-class WriteFailed(StoreError):
-    """A commit failed (a full disk, an I/O error): the publishes of `ticket` are not durable.
-
-    The store stays usable; `Store.commit` says what is retried and what is given up.
-    """
-
-    def __init__(self, ticket: int, message: str) -> None:
-        super().__init__(message)
-        self.ticket = ticket
 
 
 @dataclass(frozen=True)

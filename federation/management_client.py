@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from federation.address import BrokerAddress
 
 
+#: qpid-route and qpid-config exit with 1 on every failure they report themselves; so do ours.
+EXIT_FAILED = 1
+
+
 class ManagementFailed(Exception):
     """A management request that did not succeed; `kind` is the short word printed first."""
 

@@ -1,0 +1,104 @@
+"""The route map's walk: from one node over its links and federations to every node reached.
+
+`amq-route route map` reads each node through management; the offline map (topology.routemap)
+takes the same views from a topology file; both walk and print through MapWalk, so the two
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from federation import formatting
+from federation.address import BrokerAddress
+from federation.management_client import Client
+from federation.requests import endpoint
+
+
+def link_endpoint(link: formatting.Record) -> str:
+    """A link record's far end as `host:port`, how the map names nodes."""
+    return str(link_peer(link))
+
+
+def link_peer(link: formatting.Record) -> BrokerAddress:
+    """A link record's far end, without credentials."""
+    return BrokerAddress(link["host"], link["port"])
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """What `route map` reads of one node."""
+
+    links: list[formatting.Record]
+    routes: list[formatting.Record]
+    federations: list[formatting.Record]
+
+    def peers(self) -> list[BrokerAddress]:
+        """The nodes to visit from this one: its links' far ends, then its federations' parents."""
+        return [
+            *map(link_peer, self.links),
+            *map(formatting.federation_parent, self.federations),
+        ]
+
+
+class MapWalk:
+    """`route map`'s breadth-first walk and its text, apart from how nodes are read: the live
+    map reads them through management, the offline map (topology.routemap) takes them from a
+    topology file, and both print the same lines.
+
+    The walk starts at a node already read, then visits each node's link peers and then its
+    federations' parents, each once (by `host:port`), in the order found; every node after the
+    first is reached with the first node's credentials. `pending()` yields the nodes to read
+    while the walk grows; the caller answers each with `reached` or `failed`, which return the
+    probe line. `lines()` is the whole map, `heading()` and `sections()` its two halves."""
+
+    def __init__(self, start: BrokerAddress, view: NodeView) -> None:
+        self.start = start
+        self.views: list[tuple[str, NodeView]] = []
+        self.probes: list[str] = []
+        self._seen = {endpoint(start)}
+        self._queue: list[BrokerAddress] = []
+        self.reached(start, view)
+
+    def pending(self) -> Iterator[BrokerAddress]:
+        """The nodes still to read, first found first; nodes found meanwhile join the end."""
+        while self._queue:
+            yield self._queue.pop(0)
+
+    def reached(self, address: BrokerAddress, view: NodeView) -> str:
+        """`address` was read: its probe line; its peers are visited later."""
+        self.views.append((endpoint(address), view))
+        self.probes.append(formatting.map_probe(endpoint(address), None))
+        for peer in view.peers():
+            if endpoint(peer) not in self._seen:
+                self._seen.add(endpoint(peer))
+                self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
+        return self.probes[-1]
+
+    def failed(self, address: BrokerAddress, failure: str) -> str:
+        """`address` could not be read (`failure` says why): its probe line; it is left out."""
+        self.probes.append(formatting.map_probe(endpoint(address), failure))
+        return self.probes[-1]
+
+    def heading(self) -> list[str]:
+        """The lines printed before the walk goes on: a blank line, the caption, the first probe."""
+        return ["", "Finding Linked Brokers:", self.probes[0]]
+
+    def sections(self) -> list[str]:
+        """The routes and federations found on every node reached, in walk order."""
+        lines = formatting.map_routes([(node, view.routes) for node, view in self.views])
+        return lines + formatting.map_federations([(node, view.federations) for node, view in self.views])
+
+    def lines(self) -> list[str]:
+        """The whole map, as `route map` prints it once every node was read or failed."""
+        return ["", "Finding Linked Brokers:", *self.probes, "", *self.sections()]
+
+
+async def read_view(client: Client) -> NodeView:
+    """The links, routes and federations of the node `client` talks to."""
+    return NodeView(
+        await client.call("links.list"),
+        await client.call("routes.list"),
+        await client.call("federations.list"),
+    )
