@@ -33,11 +33,12 @@ _UNSCANNED = object()
 #: What `_scan` finds: (delivery mode, priority, reply-to, expiration, raw headers table).
 _Fields = tuple[int | None, int | None, str | None, str | None, bytes | None]
 #: Scans of recently seen property sections. Publishers tend to send the same few sections
-#: (often just a delivery mode), so most messages skip the walk. Bounded: cleared when full,
-#: and long sections (usually with per-message ids or headers) are not kept.
+#: (often just a delivery mode; a route's federation stamps), so most messages skip the walk
+#: and its check of the headers table. Bounded: cleared when full, and long sections (usually
+#: with per-message ids) are not kept.
 _SCANS: dict[bytes, _Fields] = {}
 _SCANS_MAX = 1024
-_SCAN_CACHED_SIZE = 64
+_SCAN_CACHED_SIZE = 256
 
 
 class Content:

@@ -61,7 +61,7 @@ def _check_table(data: bytes | bytearray, pos: int, limit: int, what: str, where
             key = data[pos + 1 : key_end].decode()
         except UnicodeDecodeError:
             raise ValueError(f"{what}: a field name is not valid UTF-8") from None
-        pos = _check_value(data, key_end, end, f"{what} field {key!r}")
+        pos = _check_value(data, key_end, end, what, key)
     return end
 
 
@@ -72,15 +72,22 @@ def _check_array(data: bytes | bytearray, pos: int, limit: int, what: str) -> in
     pos += 4
     index = 0
     while pos < end:
-        pos = _check_value(data, pos, end, f"{what}[{index}]")
+        pos = _check_value(data, pos, end, what, index)
         index += 1
     return end
 
 
-def _check_value(data: bytes | bytearray, pos: int, end: int, what: str) -> int:
-    """The end of the field value (type octet and value) at `pos`, which must not pass `end`."""
+def _name(what: str, part: str | int) -> str:
+    """A field's name in errors: `headers field 'k'`, `headers field 'a'[2]`. Built only
+    when needed: this walk runs for every message with headers."""
+    return f"{what}[{part}]" if isinstance(part, int) else f"{what} field {part!r}"
+
+
+def _check_value(data: bytes | bytearray, pos: int, end: int, what: str, part: str | int) -> int:
+    """The end of the field value (type octet and value) at `pos`, which must not pass `end`;
+    `part` is its key in the table `what` (or its index in the array `what`)."""
     if pos >= end:
-        raise ValueError(f"{what} has no value before the end of the table")
+        raise ValueError(f"{_name(what, part)} has no value before the end of the table")
     kind = data[pos]
     pos += 1
     width = _VALUE_WIDTHS.get(kind)
@@ -89,15 +96,15 @@ def _check_value(data: bytes | bytearray, pos: int, end: int, what: str) -> int:
     elif kind in b"Sx":
         value_end = _sized_end(data, pos, end)
     elif kind == ord("F"):
-        value_end = _check_table(data, pos, end, what, "its table")
+        value_end = _check_table(data, pos, end, _name(what, part), "its table")
     elif kind == ord("A"):
-        value_end = _check_array(data, pos, end, what)
+        value_end = _check_array(data, pos, end, _name(what, part))
     else:
         # Its width is unknown, so nothing after it can be located; pamqp's decoder refuses
         # the type when (if ever) the table is decoded.
         return end
     if value_end > end:
-        raise ValueError(f"{what} runs past the end of its table")
+        raise ValueError(f"{_name(what, part)} runs past the end of its table")
     return value_end
 
 
