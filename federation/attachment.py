@@ -54,6 +54,7 @@ from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.federation_config import ALIASES, TYPES, cannot_federate
+from gateway.hold import EventHold
 from gateway.management import ManagementError
 from gateway.routing import freeze
 from gateway.wire import make_method
@@ -127,20 +128,6 @@ class AttachmentConfig:
         return asdict(self)
 
 
-class _Gate:
-    """Publishers held while an outbox is full (Session.hold): they wait on `released`."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        self._open = trio.Event()
-
-    async def released(self) -> None:
-        await self._open.wait()
-
-    def open(self) -> None:
-        self._open.set()
-
-
 class Attachment:
     """The broker's hook on one federated exchange (Exchange.federation) and what the peering
     needs of it: the bindings to mirror, the outbox, the sessions that republish from the
@@ -161,7 +148,7 @@ class Attachment:
         self.forwarded = RouteStats()
         self.received = RouteStats()
         self.returned = 0
-        self._gate: _Gate | None = None
+        self._gate: EventHold | None = None
         self.exchange: Exchange | None = None
 
     # -- life cycle -------------------------------------------------------------------------
@@ -245,7 +232,7 @@ class Attachment:
         if config.outbox_policy != "block" or len(outbox.ready) < config.outbox_limit:
             return
         if self._gate is None:
-            self._gate = _Gate(
+            self._gate = EventHold(
                 f"federation outbox of exchange '{config.exchange}' is full "
                 f"({config.outbox_limit} messages; parent {config.host}:{config.port})"
             )
@@ -265,7 +252,7 @@ class Attachment:
 
     def _release(self) -> None:
         if self._gate is not None:
-            self._gate.open()
+            self._gate.release()
             self._gate = None
 
     # -- management -------------------------------------------------------------------------

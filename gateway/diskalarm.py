@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from gateway.hold import EventHold
+
 if TYPE_CHECKING:
     from gateway.broker import Broker
 
@@ -42,20 +44,6 @@ def free_bytes(path: Path) -> int:
     return stats.f_bavail * stats.f_frsize
 
 
-class _Alarm:
-    """The hold the alarm puts on publishing sessions (`gateway.broker.session.Hold`)."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        self._cleared = trio.Event()
-
-    async def released(self) -> None:
-        await self._cleared.wait()
-
-    def clear(self) -> None:
-        self._cleared.set()
-
-
 class DiskAlarm:
     """Sets and clears `broker.alarm` from the free space on `path`'s filesystem."""
 
@@ -66,7 +54,7 @@ class DiskAlarm:
         self.path = path
         self.limit = limit
         self._free = free
-        self._alarm: _Alarm | None = None
+        self._alarm: EventHold | None = None
 
     def check(self) -> None:
         """Compare the free space with the limit now; raise or clear the alarm on a change."""
@@ -76,7 +64,7 @@ class DiskAlarm:
             LOGGER.error("cannot read the free space of %s: %s", self.path, exc)
             return
         if free < self.limit and self._alarm is None:
-            self._alarm = _Alarm(f"low on disk space: {free} bytes free, disk_free_limit is {self.limit}")
+            self._alarm = EventHold(f"low on disk space: {free} bytes free, disk_free_limit is {self.limit}")
             self.broker.alarm = self._alarm
             LOGGER.warning(
                 "disk alarm set: %d bytes free on %s, under the disk_free_limit of %d bytes;"
@@ -87,7 +75,7 @@ class DiskAlarm:
             )
         elif free >= self.limit and self._alarm is not None:
             self.broker.alarm = None
-            self._alarm.clear()
+            self._alarm.release()
             self._alarm = None
             LOGGER.info(
                 "disk alarm cleared: %d bytes free on %s, disk_free_limit %d bytes; publishers resume",
