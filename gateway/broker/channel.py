@@ -275,20 +275,24 @@ class Channel:
         the server's loop: requeueing 200,000 at once held every other connection (and their
         publisher confirms) for a tenth of a second.
         """
+        if in_steps:
+            self._requeue_step()
+            return
         taken = list(self.unacked.items())
         self.unacked.clear()
-        if in_steps:
-            self._requeue_in_steps(taken)
-        elif taken:
+        if taken:
             self.apply(True, taken)
 
-    def _requeue_in_steps(self, taken: list[tuple[int, Entry]]) -> None:
-        """The last deliveries first, so that each step's entries go in front of what the queue
-        holds (a cheap extendleft, not a merge with the whole queue)."""
-        if len(taken) > REQUEUE_STEP:
-            self.session.broker.defer(partial(self._requeue_in_steps, taken[:-REQUEUE_STEP]))
-            taken = taken[-REQUEUE_STEP:]
+    def _requeue_step(self) -> None:
+        """Requeue the last REQUEUE_STEP unacked deliveries (popped from the end of `unacked`,
+        nothing copied), so that each step's entries go in front of what the queue holds (a
+        cheap extendleft, not a merge with the whole queue); the rest on a later turn."""
+        unacked = self.unacked
+        taken = [unacked.popitem() for _ in range(min(REQUEUE_STEP, len(unacked)))]
+        if unacked:
+            self.session.broker.defer(self._requeue_step)
         if taken:
+            taken.reverse()
             self.apply(True, taken)
 
     def restore(self, taken: list[tuple[int, Entry]]) -> None:
