@@ -12,8 +12,7 @@ import resource
 import socket
 import time
 
-import pika
-
+from tests.integration.test_protocol_errors import assert_node_still_serves
 from tests.nodes import NodeProcess
 
 WAIT = 10.0
@@ -62,9 +61,4 @@ def test_emfile_in_accept_is_logged_once_per_burst_and_the_node_recovers(nodes) 
     assert len(ERROR_LINE.findall(log)) == 1, log[-3000:]  # the summary is a warning
     assert "Traceback" not in log, log[-3000:]
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-    connection = pika.BlockingConnection(pika.URLParameters(node.url()))
-    channel = connection.channel()
-    queue = channel.queue_declare("", exclusive=True).method.queue
-    channel.basic_publish("", queue, b"served")
-    assert channel.basic_get(queue, auto_ack=True)[2] == b"served"
-    connection.close()
+    assert_node_still_serves(node)

@@ -20,7 +20,7 @@ import pika
 import pika.exceptions
 import pytest
 
-from tests.nodes import NodeProcess, start_node
+from tests.nodes import NodeProcess
 from tests.tmpfs import fill, small_tmpfs
 
 BIN = Path(sys.executable).parent
@@ -132,39 +132,31 @@ def queues_listed(node: NodeProcess) -> str:
     return result.stdout
 
 
+def publish_until_blocked(publisher: Publisher, node: NodeProcess) -> int:
+    """Publish messages 1, 2, ... until the node holds the publisher; returns how many were
+    published (every one of them confirmed)."""
+    n = 0
+    while not publisher.is_blocked:
+        assert n < 500, f"never blocked; node log:\n{node.log()[-4000:]}"
+        n += 1
+        assert publisher.publish(n), f"message {n} nacked before the alarm"
+    return n
+
+
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     with small_tmpfs(tmp_path / "disk", "16m") as mounted:
         yield mounted
 
 
-@pytest.fixture
-def node_on(tmp_path: Path, disk: Path) -> Iterator[Callable[..., NodeProcess]]:
-    started: list[NodeProcess] = []
-
-    def start(*extra: str) -> NodeProcess:
-        node = start_node(tmp_path / "logs", *extra, data_dir=disk / "data", name="disk")
-        started.append(node)
-        return node
-
-    yield start
-    for node in started:
-        if node.process.poll() is None:
-            node.stop()
-
-
 def test_low_disk_blocks_publishers_until_space_returns(
-    disk: Path, node_on: Callable[..., NodeProcess]
+    disk: Path, nodes: Callable[..., NodeProcess]
 ) -> None:
-    node = node_on("--disk-free-limit", f"{LIMIT}")
+    node = nodes("disk", "--disk-free-limit", f"{LIMIT}", data_dir=disk / "data")
     filler = fill(disk, LIMIT + 1_500_000)
     publisher = Publisher(node, "work")
     try:
-        n = 0
-        while not publisher.is_blocked:
-            assert n < 500, f"never blocked; node log:\n{node.log()[-4000:]}"
-            n += 1
-            assert publisher.publish(n), f"message {n} nacked before the alarm"
+        n = publish_until_blocked(publisher, node)
         assert publisher.blocked == [publisher.blocked[0]] and "disk" in publisher.blocked[0]
         assert "disk alarm set" in node.log()
 
@@ -185,19 +177,15 @@ def test_low_disk_blocks_publishers_until_space_returns(
 
 
 def test_draining_the_queues_that_filled_the_disk_clears_the_alarm(
-    disk: Path, node_on: Callable[..., NodeProcess]
+    disk: Path, nodes: Callable[..., NodeProcess]
 ) -> None:
     """No space comes back to the filesystem (the filler stays): the pages consumed messages
     leave free inside the store are what the alarm sees return."""
-    node = node_on("--disk-free-limit", f"{LIMIT}")
+    node = nodes("disk", "--disk-free-limit", f"{LIMIT}", data_dir=disk / "data")
     fill(disk, LIMIT + 3_000_000)
     publisher = Publisher(node, "work")
     try:
-        n = 0
-        while not publisher.is_blocked:
-            assert n < 500, f"never blocked; node log:\n{node.log()[-4000:]}"
-            n += 1
-            assert publisher.publish(n), f"message {n} nacked before the alarm"
+        n = publish_until_blocked(publisher, node)
         assert n > 20, "the store should have grown by megabytes before the alarm"
         assert drain(node, "work") == publisher.confirmed
         publisher.wait(lambda: publisher.unblocked == 1, "Connection.Unblocked after draining", node)
@@ -209,9 +197,9 @@ def test_draining_the_queues_that_filled_the_disk_clears_the_alarm(
 
 
 def test_a_write_that_fills_the_disk_is_nacked_and_the_node_serves_on(
-    disk: Path, node_on: Callable[..., NodeProcess]
+    disk: Path, nodes: Callable[..., NodeProcess]
 ) -> None:
-    node = node_on("--disk-free-limit", "0")
+    node = nodes("disk", "--disk-free-limit", "0", data_dir=disk / "data")
     publisher = Publisher(node, "work")
     for n in range(1, 4):
         assert publisher.publish(n)
@@ -237,6 +225,6 @@ def test_a_write_that_fills_the_disk_is_nacked_and_the_node_serves_on(
 
     # Every confirmed message survived the restart; the nacked ones were given up (kept in
     # memory only, as transient messages), so they are gone.
-    node = node_on("--disk-free-limit", "0")
+    node = nodes("disk", "--disk-free-limit", "0", data_dir=disk / "data")
     assert drain(node, "work") == publisher.confirmed
     assert publisher.nacked and publisher.confirmed[:3] == [1, 2, 3]
