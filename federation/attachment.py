@@ -53,10 +53,11 @@ from gateway.broker.exchange import Exchange
 from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
-from gateway.federation_config import ALIASES, TYPES, cannot_federate
+from gateway.federation_config import cannot_federate
 from gateway.hold import EventHold
 from gateway.management import ManagementError
-from gateway.routing import freeze
+from gateway.routing.bindings import Identity, binding_identity
+from gateway.routing.federation_types import BEHAVIOURS, resolve_type
 from gateway.wire import make_method
 
 LOGGER = logging.getLogger("federation.attachment")
@@ -64,43 +65,14 @@ LOGGER = logging.getLogger("federation.attachment")
 #: A blocked outbox lets publishers go on once it is below this share of its limit.
 RELEASE_AT = 0.9
 
-#: What tells bindings apart: identical local ones make one remote binding.
-Identity = tuple[str, Any]
-
-
-def binding_identity(key: str, arguments: dict[str, Any]) -> Identity:
-    """The same for equal bindings, whatever the order of their arguments."""
-    return (key, freeze(arguments))
-
-
-@dataclass(frozen=True)
-class Behaviour:
-    """What a type does: mirror bindings and pull, forward publishes ("all", "unrouted" or
-    None), and route local publishes to local queues."""
-
-    subscribes: bool
-    forwards: str | None
-    routes_locally: bool
-
-
-BEHAVIOURS = {
-    "subscriber": Behaviour(True, None, True),
-    "publisher": Behaviour(False, "all", True),
-    "locator": Behaviour(False, "unrouted", True),
-    "fanout": Behaviour(True, "all", False),
-    "service": Behaviour(True, "unrouted", True),
-}
-
 
 def normalize_type(name: str | None, exchange_type: str) -> str:
-    """The federation type to use: the one asked for, else service for direct exchanges and
-    fanout for the others (OpenAMQ's defaults). ManagementError for an unknown one."""
-    if name is None:
-        return "service" if exchange_type == "direct" else "fanout"
-    name = ALIASES.get(name, name)
-    if name not in BEHAVIOURS:
-        raise ManagementError("usage", f"unknown federation type '{name}' (one of: {', '.join(TYPES)})")
-    return name
+    """The federation type to use (gateway.routing.federation_types.resolve_type), refused as
+    a usage error."""
+    try:
+        return resolve_type(name, exchange_type)
+    except ValueError as error:
+        raise ManagementError("usage", str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -210,17 +182,15 @@ class Attachment:
             self.bindings_changed.set()
 
     def route(self, message: Message, found: set[Queue]) -> set[Queue]:
-        behaviour = self.behaviour
-        if behaviour.forwards is None or message.origin in self.inbound_sessions:
-            return found
-        if behaviour.forwards == "unrouted" and found:
+        decision = self.behaviour.decide(message.origin in self.inbound_sessions, bool(found))
+        if not decision.forward:
             return found
         if found:
             # Routed here, so a mandatory publish is satisfied: the parent must not return it.
             message.return_to = None
         outbox = self.outbox()
         self._hold_if_full(outbox, message.origin)
-        return found | {outbox} if behaviour.routes_locally else {outbox}
+        return found | {outbox} if decision.route_locally else {outbox}
 
     # -- the outbox's limit -----------------------------------------------------------------
 

@@ -4,7 +4,7 @@
 broker calls it through `Exchange.federation`): local queue bindings become interest, adverts
 arriving from downstream nodes fill its InterestTable, and every message published to the
 exchange is forwarded, with its destination set, into the bridge queue of each downstream node
-on a best path (see federation.interest for why this delivers exactly once).
+on a best path (see gateway.routing.interest for why this delivers exactly once).
 
 Messages that crossed a route carry two headers (federation.stamps): the origins they must
 still reach, and the nodes they passed.
@@ -17,13 +17,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from federation.interest import Advert, InterestTable
 from federation.stamps import Stamp, read_stamp, stamped
 from gateway.broker.message import Message
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.jsonbody import load_json
 from gateway.management import jsonable
+from gateway.routing.interest import Advert, InterestTable
 from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("federation.dynamic")

@@ -1,8 +1,5 @@
-"""The two headers dynamic routing stamps on forwarded messages, read and written through caches.
-
-- DEST_HEADER: the origins (node tags) the message must still reach; a node delivers to its
-  own queues only if it is one of them.
-- TRACE_HEADER: the nodes it passed, so that a message can never loop, even while paths change.
+"""Dynamic routing's stamp on message bytes: gateway.routing.stamps says what the two headers
+mean; this module reads them from a message's content and writes them on a copy, through caches.
 
 Every forwarded message is read at each hop and stamped again before the next one. Decoding and
 encoding a field table costs more than routing the message, while the tables themselves repeat:
@@ -13,30 +10,19 @@ unique per message (long, with ids) only costs a cache miss.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from pamqp import encode
 
+from gateway.routing.stamps import DEST_HEADER, TRACE_HEADER, UNSTAMPED, Stamp, stamp_headers, stamp_of
 from gateway.wire.content import Content
 
-DEST_HEADER = "x-gateway-dest"
-TRACE_HEADER = "x-gateway-trace"
+__all__ = ["DEST_HEADER", "TRACE_HEADER", "Stamp", "read_stamp", "stamped"]
 
 #: Entries per cache before it is cleared, and the longest table kept.
 CACHE_MAX = 1024
 CACHED_TABLE_SIZE = 512
 
-
-class Stamp(NamedTuple):
-    """What a node reads of an arriving message's headers. `headers` is shared between the
-    messages of one cache entry: read it, never change it."""
-
-    headers: dict[str, Any]
-    destinations: frozenset[str] | None  # None: published on this node, not forwarded to it
-    trace: tuple[str, ...]
-
-
-_EMPTY = Stamp({}, None, ())
 _read: dict[bytes, Stamp] = {}
 _written: dict[tuple[bytes | None, frozenset[str], tuple[str, ...]], bytes] = {}
 
@@ -47,9 +33,9 @@ def read_stamp(content: Content) -> Stamp:
     try:
         table = content.headers_table
     except ValueError:
-        return _EMPTY
+        return UNSTAMPED
     if table is None:
-        return _EMPTY
+        return UNSTAMPED
     stamp = _read.get(table)
     if stamp is None:
         stamp = _decode(content)
@@ -59,31 +45,21 @@ def read_stamp(content: Content) -> Stamp:
 
 def stamped(content: Content, stamp: Stamp, origins: frozenset[str], trace: tuple[str, ...]) -> Content:
     """A copy of `content` (read as `stamp`) to forward toward `origins`, having passed `trace`."""
-    table_in = content.headers_table if stamp is not _EMPTY else None
+    table_in = content.headers_table if stamp is not UNSTAMPED else None
     key = (table_in, origins, trace)
     table = _written.get(key)
     if table is None:
-        headers = {**stamp.headers, DEST_HEADER: sorted(origins), TRACE_HEADER: list(trace)}
-        table = encode.field_table(headers)
+        table = encode.field_table(stamp_headers(stamp.headers, origins, trace))
         _remember(_written, key, table, len(table_in or b""))
     return content.with_headers_table(table)
 
 
 def _decode(content: Content) -> Stamp:
     try:
-        headers = dict(content.headers or {})
+        headers = content.headers
     except ValueError:
-        return _EMPTY
-    destinations = _tags(headers.get(DEST_HEADER)) if DEST_HEADER in headers else None
-    trace = _tags(headers.get(TRACE_HEADER)) or ()
-    return Stamp(headers, None if destinations is None else frozenset(destinations), trace)
-
-
-def _tags(value: Any) -> tuple[str, ...] | None:
-    """A header's list of node tags, in order (AMQP arrays may hold bytes or str)."""
-    if not isinstance(value, list):
-        return None
-    return tuple(item.decode() if isinstance(item, bytes) else str(item) for item in value)
+        return UNSTAMPED
+    return stamp_of(headers)
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any, table_size: int) -> None:

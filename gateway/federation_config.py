@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import (
     Check,
     ConfigError,
@@ -30,9 +31,6 @@ from gateway.tomlfile import (
 
 #: The ESB exchanges `attach` federates, with their types (OpenAMQ's automatic federation).
 ESB_EXCHANGES = (("amq.service", "service"), ("amq.data", "fanout"), ("amq.dataex", "fanout"))
-TYPES = ("subscriber", "publisher", "locator", "fanout", "service")
-#: The OpenAMQ manual's other name for fanout.
-ALIASES = {"data": "fanout"}
 OUTBOX_POLICIES = ("block", "drop-oldest")
 #: Exchanges that cannot be federated besides internal ones: the default exchange and ours.
 SYSTEM_EXCHANGES = frozenset({"", "amq.gateway.management", "amq.gateway.federation"})

@@ -21,7 +21,7 @@ from typing import Any
 
 import networkx as nx
 
-from gateway.routing import matcher_for
+from gateway.routing.matchers import matcher_for
 from topology.flow import trace_flow
 from topology.graph import (
     MAX_ENUMERATED,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
-from gateway.routing import freeze
+from gateway.routing.bindings import binding_identity
 from topology.graph import describe, dynamic_tags
 from topology.model import (
     Binding,
@@ -137,7 +137,7 @@ def check_duplicate_exchanges_and_queues(topology: Topology) -> Iterator[Finding
 
 def check_duplicate_bindings(topology: Topology) -> Iterator[Finding]:
     def identity(b: Binding) -> Hashable:
-        return (b.node, b.exchange, b.queue, b.key, freeze(b.arguments))
+        return (b.node, b.exchange, b.queue, binding_identity(b.key, b.arguments))
 
     for first, repeat in _twice(topology.bindings, identity):
         message = (

@@ -3,10 +3,11 @@ nodes deliver it once the topology is applied and interest has propagated.
 
 `reached_queues(topology, publisher)` is what `amq-gateway up --traffic` expects to see arrive;
 `trace_flow` also says which bindings took the message and how many copies were dropped as
-looping or cut off (for the checks). The model follows the broker's code, step by step:
+looping or cut off (for the checks). The model routes with the nodes' own rules
+(gateway.routing) and follows the federation machinery around them, step by step:
 
-- **Local routing** (gateway.broker.exchange.route): the exchange's bindings are matched with
-  gateway.routing (the default exchange routes by queue name), each queue once per arrival.
+- **Local routing** (gateway.routing.graph, the walk the broker routes with): the exchange's
+  bindings are matched (the default exchange routes by queue name), each queue once per arrival.
   Besides the file's bindings, an exchange has the queues federation binds to it: an exchange
   route's source queue (bound on the source with the route's key), and on a parent the queue
   `federation.<child>.<exchange>` of each child whose federation subscribes, bound with every
@@ -17,7 +18,7 @@ looping or cut off (for the checks). The model follows the broker's code, step b
 - **Queue routes**: the destination consumes the source's queue, so a message reaching that
   queue moves on to the destination's exchange and does not stay there. Several routes on one
   queue share its messages; the model sends each message to the first one declared.
-- **Dynamic routes** (federation.interest, federation.dynamic, federation.dynamic_route): each
+- **Dynamic routes** (gateway.routing.interest, federation.dynamic, federation.dynamic_route): each
   node on the exchange keeps a real `InterestTable`, fed the adverts its downstream nodes send
   (their tags, names and exclude lists applied by `adverts_for`) until nothing changes. A
   message is forwarded to the next hop of each origin with matching interest, carrying the
@@ -25,7 +26,8 @@ looping or cut off (for the checks). The model follows the broker's code, step b
   one of those origins, and drops a message whose trace holds its tag. So every node with a
   matching binding gets one copy, in rings too. A node that only relays is attached only
   while some downstream interest stands there.
-- **Federations** (federation.attachment.BEHAVIOURS): a publish on a child's exchange that did
+- **Federations** (gateway.routing.federation_types, as federation.attachment applies them): a
+  publish on a child's exchange that did
   not come from its parent is forwarded to the parent (publisher and fanout: always; locator
   and service: only if no local queue took it) and routed locally unless the type is fanout;
   a subscribing child (subscriber, fanout, service) gets what the parent routes to its
@@ -46,9 +48,11 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from federation.attachment import BEHAVIOURS
-from federation.interest import InterestTable
-from gateway.routing import freeze, matcher_for
+from gateway.routing.bindings import binding_identity
+from gateway.routing.federation_types import BEHAVIOURS
+from gateway.routing.graph import ExchangeGraph
+from gateway.routing.interest import InterestTable
+from gateway.routing.predicate import binding_matches
 from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 
@@ -159,6 +163,7 @@ class _Network:
             if route.kind == "queue":
                 self.consumers.setdefault((route.source, route.queue or ""), route)
         self.bound = self._bindings()
+        self.graphs: dict[str, ExchangeGraph] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.tables: dict[tuple[str, str], InterestTable] = {}
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
@@ -191,7 +196,7 @@ class _Network:
                 for key, arguments, _target in self._with_mirrors(
                     bound, mirrored, federation.child, federation
                 ):
-                    distinct[(key, freeze(arguments))] = (key, arguments)
+                    distinct[binding_identity(key, arguments)] = (key, arguments)
                 mirrored[federation] = list(distinct.values())
         for federation, keys in mirrored.items():
             place = (federation.parent, federation.exchange)
@@ -282,27 +287,37 @@ class _Network:
             onward += self._forward_dynamic(copy, table)
             if not table.delivers_locally(copy.destinations):
                 found = []
-        elif federation is not None and not copy.from_parent:
+        elif federation is not None:
             behaviour = BEHAVIOURS[self.topology.federation_type(federation)]
-            if behaviour.forwards == "all" or (behaviour.forwards == "unrouted" and not found):
+            decision = behaviour.decide(copy.from_parent, bool(found))
+            if decision.forward:
                 onward.append(_moved(copy, federation.parent, copy.exchange, copy.key))
-                if not behaviour.routes_locally:
-                    found = []
+            if not decision.route_locally:
+                found = []
         self._record(copy, exchange, found, result)
         for target in found:
             onward += self._deliver(copy, target, result)
         return onward
 
     def _match(self, copy: Copy, exchange: Exchange) -> list[Hashable]:
-        if exchange.name == "":
-            return [("queue", copy.key)] if self.topology.queue(copy.node, copy.key) else []
-        matcher = matcher_for(exchange.type)
-        for key, arguments, target in self.bound.get((copy.node, copy.exchange), []):
-            try:
-                matcher.bind(key, arguments, target)
-            except ValueError:  # a headers binding the broker refuses
-                continue
-        return sorted(matcher.match(copy.key, {}), key=repr)
+        graph = self._graph(copy.node)
+        if exchange.name not in graph.exchanges:
+            graph.declare(exchange.name, exchange.type)
+            for key, arguments, target in self.bound.get((copy.node, copy.exchange), []):
+                try:
+                    graph.bind(exchange.name, key, arguments, target)
+                except ValueError:  # a headers binding the broker refuses
+                    continue
+        return sorted(graph.route(copy.exchange, copy.key, {}), key=repr)
+
+    def _graph(self, node: str) -> ExchangeGraph:
+        """The node's exchanges as the walk sees them: declared with their bindings on first
+        use; the default exchange routes to ("queue", name) for each of its queues."""
+        graph = self.graphs.get(node)
+        if graph is None:
+            queues = {q.name: ("queue", q.name) for q in self.topology.queues if q.node == node}
+            graph = self.graphs[node] = ExchangeGraph(queues)
+        return graph
 
     def _record(self, copy: Copy, exchange: Exchange, found: list[Hashable], result: FlowResult) -> None:
         """The file's bindings that took the message (their queue got it through them)."""
@@ -310,12 +325,7 @@ class _Network:
         for binding in self.topology.bindings:
             if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
                 continue
-            matcher = matcher_for(exchange.type)
-            try:
-                matcher.bind(binding.key, binding.arguments, binding.queue)
-            except ValueError:
-                continue
-            if matcher.match(copy.key, {}):
+            if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, {}):
                 result.bindings.add(binding)
 
     def _forward_dynamic(self, copy: Copy, table: InterestTable) -> list[Copy]:

@@ -20,7 +20,7 @@ from itertools import islice
 
 import networkx as nx
 
-from federation.attachment import BEHAVIOURS
+from gateway.routing.federation_types import BEHAVIOURS
 from topology.model import Binding, Federation, Link, Route, Topology
 
 Declaration = Link | Route | Federation
@@ -145,7 +145,7 @@ def dynamic_tags(topology: Topology, exchange: str) -> dict[str, str]:
 
 def dynamic_hop_allowed(topology: Topology, exchange: str, path: list[str], hop: int) -> Route | None:
     """The dynamic route carrying messages from path[hop] to path[hop + 1] if interest from
-    path[-1] crosses it backwards (federation.interest: the upstream's own tag, its name and
+    path[-1] crosses it backwards (gateway.routing.interest: the upstream's own tag, its name and
     the route's excludes must not be on the advert's path); None if no route lets it."""
     tags = dynamic_tags(topology, exchange)
     upstream, downstream = path[hop], path[hop + 1]
@@ -186,7 +186,7 @@ def dynamic_paths(topology: Topology, exchange: str, start: str, end: str) -> li
 
 def chosen_dynamic_path(topology: Topology, exchange: str, start: str, end: str) -> list[str] | None:
     """The path path-vector routing sends messages along: at each node, the shortest allowed
-    path to `end`, ties broken by comparing the tags on it (federation.interest's rule)."""
+    path to `end`, ties broken by comparing the tags on it (gateway.routing.interest's rule)."""
     tags = dynamic_tags(topology, exchange)
     path = [start]
     while path[-1] != end:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from federation.address import BrokerAddress
-from gateway.federation_config import ALIASES, cannot_federate
+from gateway.federation_config import cannot_federate
 from gateway.names import STANDARD_EXCHANGES
+from gateway.routing.federation_types import ALIASES, default_type
 
 #: Exchanges every node has without declaring them, with their types.
 BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)
@@ -201,7 +202,7 @@ class Topology:
     def federation_type(self, federation: Federation) -> str:
         """The type the child records for `federation`: as written (`data` is fanout), else by
         the exchange's type as the child, the parent or any node declares it: service for a
-        direct exchange, fanout otherwise (federation.attachment's default)."""
+        direct exchange, fanout otherwise (gateway.routing.federation_types.default_type)."""
         if federation.type:
             return ALIASES.get(federation.type, federation.type)
         name = federation.exchange
@@ -211,7 +212,7 @@ class Topology:
             or next((each for each in self.exchanges if each.name == name), None)
         )
         kind = exchange.type if exchange is not None else BUILT_IN_EXCHANGES.get(name)
-        return "service" if kind == "direct" else "fanout"
+        return default_type(kind or "")
 
     def queue(self, node: str, name: str) -> Queue | None:
         return next((q for q in self.queues if q.node == node and q.name == name), None)

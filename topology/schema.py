@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.federation_config import ALIASES, TYPES
+from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import Check, Invalid, boolean, integer, one_of, text
 from topology.model import EXCHANGE_TYPES, ROUTE_KINDS, TRANSPORTS
 

@@ -1,11 +1,13 @@
-"""Exchanges and routing through exchange graphs (exchange-to-exchange bindings, alternates)."""
+"""Exchanges, and routing a message through the exchange graph of their vhost (the walk itself,
+default exchange, exchange-to-exchange bindings and alternates, is gateway.routing.graph's)."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from gateway.routing import Matcher, matcher_for
+from gateway.routing.graph import reach as walk
+from gateway.routing.matchers import Matcher, matcher_for
 from gateway.wire.content import Content
 from gateway.wire.errors import syntax_error
 
@@ -100,35 +102,10 @@ def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
     effects (AMQPError 502 for a headers table a headers exchange cannot read).
 
     Exchange-to-exchange bindings and alternate exchanges are followed; an exchange is entered
-    at most once per message, so cycles in the graph terminate.
+    at most once per message, so cycles in the graph terminate (gateway.routing.graph.reach,
+    over the vhost's own exchanges and queues).
     """
-    found: set[Any] = set()
-    visited: set[Exchange] | None = None
-    pending = [start]
-    vhost = start.vhost
-    while pending:
-        exchange = pending.pop()
-        destinations: Any
-        if exchange.is_default:
-            queue = vhost.queues.get(routing_key)
-            destinations = (queue,) if queue is not None else ()
-        else:
-            destinations = exchange.matcher.match(
-                routing_key, _headers(content) if exchange.uses_headers else None
-            )
-        if not destinations and exchange.alternate is not None:
-            alternate = vhost.exchanges.get(exchange.alternate)
-            destinations = (alternate,) if alternate is not None else ()
-        for destination in destinations:
-            if destination.__class__ is Exchange:
-                if visited is None:
-                    visited = {start}
-                if destination not in visited:
-                    visited.add(destination)
-                    pending.append(destination)
-            else:
-                found.add(destination)
-    return found
+    return cast("set[Queue]", walk(start.vhost, start, routing_key, lambda: _headers(content)))
 
 
 def _headers(content: Content) -> dict[str, Any] | None:

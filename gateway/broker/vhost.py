@@ -13,7 +13,7 @@ from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.queue import Queue
 from gateway.names import STANDARD_EXCHANGES
-from gateway.routing import freeze
+from gateway.routing.bindings import freeze
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
 

@@ -9,10 +9,10 @@ from pamqp import commands
 
 from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.dynamic_route import FederatedExchanges
-from federation.interest import Advert
 from federation.persistence import FederationStore
 from federation.stamps import DEST_HEADER, TRACE_HEADER
 from gateway.broker import Broker
+from gateway.routing.interest import Advert
 from gateway.wire.content import Content
 
 from .broker_fakes import Client, FakeStore

@@ -11,8 +11,8 @@ import itertools
 import random
 from collections import Counter
 
-from federation.interest import Advert, InterestTable
 from gateway.routing import TopicMatcher
+from gateway.routing.interest import Advert, InterestTable
 
 
 class Network:

@@ -1,7 +1,8 @@
 """Dynamic routing's interest table: who wants which messages of one exchange, and via whom.
 
-Pure logic, no I/O: the node's dynamic routes feed it and ask it where to forward a message,
-and the Spark simulator uses the same class so simulations route exactly as nodes do.
+Pure logic, no I/O: the node's dynamic routes (federation.dynamic) feed it and ask it where to
+forward a message, and the planner's flow model (topology.flow) and the Spark simulator use the
+same class, so models route exactly as nodes do.
 
 Theory of operation (docs/federation-design.md has the long form):
 
@@ -26,7 +27,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.routing import Matcher, freeze, matcher_for
+from gateway.routing.bindings import binding_identity, freeze
+from gateway.routing.matchers import Matcher, matcher_for
 
 Path = tuple[str, ...]
 
@@ -74,14 +76,14 @@ class InterestTable:
 
     def bind_local(self, key: str, arguments: dict[str, Any]) -> bool:
         """A local queue bound to the exchange; True if this is new interest (advertise it)."""
-        identity = (key, freeze(arguments))
+        identity = binding_identity(key, arguments)
         self._local[identity] += 1
         self._local_arguments[identity] = arguments
         return self._local[identity] == 1
 
     def unbind_local(self, key: str, arguments: dict[str, Any]) -> bool:
         """A local binding went away; True if it was the last identical one (withdraw it)."""
-        identity = (key, freeze(arguments))
+        identity = binding_identity(key, arguments)
         if self._local[identity] == 0:
             return False
         self._local[identity] -= 1
