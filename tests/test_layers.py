@@ -19,6 +19,18 @@ PACKAGES = ("gateway", "federation", "topology")
 #: The modules that compose the node and the console scripts: the only ones in gateway/ that
 #: know federation and the planner.
 COMPOSITION_ROOTS = {"gateway.server", "gateway.cli"}
+#: The planner's offline modules: they read a topology file and reason about it, so they load
+#: (in a PySpark job too) without the node's event loop, store or broker model.
+OFFLINE_TOPOLOGY = (
+    "topology.model",
+    "topology.loader",
+    "topology.schema",
+    "topology.graph",
+    "topology.flow",
+    "topology.checks",
+    "topology.checks_graph",
+    "topology.checks_references",
+)
 
 _PROBE = """
 import importlib, json, sys
@@ -97,8 +109,8 @@ def test_wire_is_sans_io() -> None:
 
 
 def test_routing_imports_only_the_standard_library() -> None:
-    own = {"gateway", "gateway.routing"}
     at_start = _loaded_by("")  # site hooks such as an editable install's finder
+    own = {"gateway", *_in("gateway.routing")}
     outside = {
         module: sorted(
             name
@@ -108,6 +120,11 @@ def test_routing_imports_only_the_standard_library() -> None:
         for module in _in("gateway.routing")
     }
     assert {module: names for module, names in outside.items() if names} == {}
+
+
+def test_the_offline_topology_modules_never_load_trio_sqlite_or_the_broker() -> None:
+    assert set(OFFLINE_TOPOLOGY) <= set(loaded())
+    assert _offenders(list(OFFLINE_TOPOLOGY), ("trio", "sqlite3", "gateway.broker")) == {}
 
 
 def test_the_broker_model_does_no_io_and_knows_no_store_or_federation() -> None:

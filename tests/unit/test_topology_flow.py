@@ -11,6 +11,8 @@ import pytest
 from topology.flow import reached_queues, trace_flow
 from topology.model import Binding, Exchange, Federation, Node, Publisher, Queue, Route, Topology
 
+from ..routing_vectors import GraphCase, all_cases, case_id
+
 X = "fed.topic"
 
 
@@ -266,3 +268,29 @@ def test_reached_bindings_are_the_ones_that_matched() -> None:
     extra = (Binding("a", X, "q", "other"),)
     topology = network(["a"], extra_bindings=extra)
     assert trace_flow(topology, Publisher("a", X, "k.1")).bindings == {topology.bindings[0]}
+
+
+# -- the shared routing cases (tests/vectors/routing.json) ---------------------------------------
+
+
+def one_node(case: GraphCase) -> Topology:
+    """The case declared on one node: its exchanges, queues and queue bindings."""
+    return Topology(
+        "t",
+        "t.toml",
+        {"n": Node("n", "127.0.0.1", 5701)},
+        exchanges=tuple(Exchange("n", name, kind) for name, kind, _ in case.exchanges),
+        queues=tuple(Queue("n", name) for name in case.queues),
+        bindings=tuple(Binding("n", b.source, b.destination, b.key, b.arguments) for b in case.bindings),
+    )
+
+
+#: The model's publishers carry no headers, and its files declare no exchange-to-exchange
+#: bindings or alternate exchanges: the cases within that.
+MODELLED = [case for case in all_cases() if not case.headers and case.plain_bindings_only]
+
+
+@pytest.mark.parametrize("case", MODELLED, ids=case_id)
+def test_the_model_routes_the_shared_cases_as_the_broker_does(case: GraphCase) -> None:
+    reached = reached_queues(one_node(case), Publisher("n", case.exchange, case.routing_key))
+    assert reached == Counter({("n", queue): 1 for queue in case.expected})
