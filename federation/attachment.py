@@ -462,7 +462,4 @@ class Peering:
 
 def federatable(exchange: Exchange) -> str | None:
     """Why `exchange` cannot be federated, or None if it can."""
-    reason = cannot_federate(exchange.name)
-    if reason is None and exchange.internal:
-        return f"internal exchange '{exchange.name}' cannot be federated"
-    return reason
+    return cannot_federate(exchange.name, exchange.internal)

@@ -52,10 +52,11 @@ def is_pattern(name: str) -> bool:
     return "*" in name or "?" in name
 
 
-def cannot_federate(name: str) -> str | None:
-    """Why the exchange called `name` can never be federated (default and system ones)."""
+def cannot_federate(name: str, internal: bool = False) -> str | None:
+    """Why the exchange called `name` cannot be federated (default and system ones, and
+    internal ones when `internal`), or None. The node and the planner both ask here."""
     if name not in SYSTEM_EXCHANGES:
-        return None
+        return f"internal exchange '{name}' cannot be federated" if internal else None
     what = "the default exchange" if name == "" else f"system exchange '{name}'"
     return f"{what} cannot be federated"
 

@@ -44,7 +44,7 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,8 @@ from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 
 QueueAt = tuple[str, str]
+#: Where a binding leads: ("queue", name), ("route", Route) or ("mirror", Federation).
+Target = tuple[str, Any]
 #: Node-to-node hops one copy may take before the model stops following it (a loop).
 MAX_HOPS = 32
 #: Copies one publish may make in all before the model stops (loops that multiply).
@@ -169,11 +171,10 @@ class _Network:
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
             self._converge(exchange)
 
-    # bindings: (key, arguments, target); targets: ("queue", name), ("route", Route),
-    # ("mirror", Federation)
+    # bindings: (key, arguments, target)
 
-    def _bindings(self) -> dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]]:
-        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]] = {}
+    def _bindings(self) -> dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]]:
+        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]] = {}
         for binding in self.topology.bindings:
             if self.topology.queue(binding.node, binding.queue) and self._exchange(
                 binding.node, binding.exchange
@@ -205,11 +206,11 @@ class _Network:
 
     def _with_mirrors(
         self,
-        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Hashable]]],
+        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]],
         mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]],
         node: str,
         federation: Federation,
-    ) -> Iterator[tuple[str, dict[str, Any], Hashable]]:
+    ) -> Iterator[tuple[str, dict[str, Any], Target]]:
         yield from bound.get((node, federation.exchange), [])
         for child, keys in mirrored.items():
             if child.parent == node and child.exchange == federation.exchange:
@@ -299,7 +300,7 @@ class _Network:
             onward += self._deliver(copy, target, result)
         return onward
 
-    def _match(self, copy: Copy, exchange: Exchange) -> list[Hashable]:
+    def _match(self, copy: Copy, exchange: Exchange) -> list[Target]:
         graph = self._graph(copy.node)
         if exchange.name not in graph.exchanges:
             graph.declare(exchange.name, exchange.type)
@@ -319,9 +320,9 @@ class _Network:
             graph = self.graphs[node] = ExchangeGraph(queues)
         return graph
 
-    def _record(self, copy: Copy, exchange: Exchange, found: list[Hashable], result: FlowResult) -> None:
+    def _record(self, copy: Copy, exchange: Exchange, found: list[Target], result: FlowResult) -> None:
         """The file's bindings that took the message (their queue got it through them)."""
-        queues = {what for kind, what in found if kind == "queue"}  # type: ignore[misc]
+        queues = {what for kind, what in found if kind == "queue"}
         for binding in self.topology.bindings:
             if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
                 continue
@@ -337,8 +338,8 @@ class _Network:
                 onward.append(replace(moved, destinations=origins, trace=(*copy.trace, table.node)))
         return onward
 
-    def _deliver(self, copy: Copy, target: Hashable, result: FlowResult) -> list[Copy]:
-        kind, what = target  # type: ignore[misc]
+    def _deliver(self, copy: Copy, target: Target, result: FlowResult) -> list[Copy]:
+        kind, what = target
         if kind == "route":
             return [_moved(copy, what.destination, what.exchange, copy.key)]
         if kind == "mirror":

@@ -237,10 +237,7 @@ class Topology:
 
 def federatable(exchange: Exchange) -> str | None:
     """Why `exchange` cannot be federated (default, system or internal), or None."""
-    reason = cannot_federate(exchange.name)
-    if reason is None and exchange.internal:
-        return f"internal exchange '{exchange.name}' cannot be federated"
-    return reason
+    return cannot_federate(exchange.name, exchange.internal)
 
 
 @dataclass(frozen=True)

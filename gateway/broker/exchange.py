@@ -4,7 +4,7 @@ default exchange, exchange-to-exchange bindings and alternates, is gateway.routi
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.routing.graph import reach as walk
 from gateway.routing.matchers import Matcher, matcher_for
@@ -105,7 +105,8 @@ def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
     at most once per message, so cycles in the graph terminate (gateway.routing.graph.reach,
     over the vhost's own exchanges and queues).
     """
-    return cast("set[Queue]", walk(start.vhost, start, routing_key, lambda: _headers(content)))
+    found: set[Queue] = walk(start.vhost, start, routing_key, content, _headers)
+    return found
 
 
 def _headers(content: Content) -> dict[str, Any] | None:

@@ -55,6 +55,7 @@ class ExchangeNode(Protocol):
 
 E_co = TypeVar("E_co", bound=ExchangeNode, covariant=True)
 E = TypeVar("E", bound=ExchangeNode)
+M = TypeVar("M")
 
 
 class Graph(Protocol[E_co]):
@@ -71,15 +72,20 @@ class Graph(Protocol[E_co]):
         ...
 
 
-def reach(graph: Graph[E], start: E, routing_key: str, headers: Callable[[], Headers]) -> set[Hashable]:
-    """The final destinations (not exchanges) a message published to `start` reaches, each once.
+def reach(
+    graph: Graph[E], start: E, routing_key: str, message: M, headers_of: Callable[[M], Headers]
+) -> set[Any]:
+    """The final destinations (not exchanges) a message published to `start` reaches, each once,
+    as they were bound (the caller knows what it bound; typed Any so it needs no cast).
 
-    `headers` is called only when a headers exchange is entered, so the broker decodes a
-    message's headers table only for those (and its error, if it cannot, propagates). A
-    destination is an exchange to enter when its class is `start`'s: the broker's matchers
-    hold queues and exchanges side by side, and a class check is the cheapest test there is.
+    `headers_of(message)` is called only when a headers exchange is entered, so the broker
+    decodes a message's headers table only for those (and its error, if it cannot, propagates);
+    a function and its argument rather than a closure, because building a closure per publish
+    costs more than the rest of routing to the default exchange. A destination is an exchange to
+    enter when its class is `start`'s: the broker's matchers hold queues and exchanges side by
+    side, and a class check is the cheapest test there is.
     """
-    found: set[Hashable] = set()
+    found: set[Any] = set()
     visited: set[E] | None = None
     pending = [start]
     exchange_class = start.__class__
@@ -90,7 +96,9 @@ def reach(graph: Graph[E], start: E, routing_key: str, headers: Callable[[], Hea
             queue = graph.queues.get(routing_key)
             destinations = (queue,) if queue is not None else ()
         else:
-            destinations = exchange.matcher.match(routing_key, headers() if exchange.uses_headers else None)
+            destinations = exchange.matcher.match(
+                routing_key, headers_of(message) if exchange.uses_headers else None
+            )
         if not destinations and exchange.alternate is not None:
             alternate = graph.exchanges.get(exchange.alternate)
             destinations = (alternate,) if alternate is not None else ()
@@ -163,9 +171,14 @@ class ExchangeGraph:
         """An exchange-to-exchange binding (both must be declared first, else KeyError)."""
         return self.exchanges[source].matcher.bind(key, arguments, self.exchanges[destination])
 
-    def route(self, exchange: str, routing_key: str, headers: Headers = None) -> set[Hashable]:
-        """The destinations a message published to `exchange` reaches (none if it does not exist)."""
+    def route(self, exchange: str, routing_key: str, headers: Headers = None) -> set[Any]:
+        """The destinations a message published to `exchange` reaches, as they were bound (none
+        if it does not exist)."""
         start = self.exchanges.get(exchange)
         if start is None:
             return set()
-        return reach(self, start, routing_key, lambda: headers)
+        return reach(self, start, routing_key, headers, _as_given)
+
+
+def _as_given(headers: Headers) -> Headers:
+    return headers

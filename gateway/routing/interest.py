@@ -161,7 +161,7 @@ class InterestTable:
         `destinations` is the set the message arrived with (None: published here, so every
         origin with matching interest is a destination).
         """
-        matched = self._matcher.match(routing_key, headers)
+        matched: set[Any] = self._matcher.match(routing_key, headers)  # origins were bound
         if destinations is not None:
             matched &= destinations
         matched.discard(self.node)
