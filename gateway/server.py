@@ -48,8 +48,8 @@ from gateway.wire.errors import AMQPError, connection_forced, internal_error, no
 
 LOGGER = logging.getLogger("gateway.server")
 
-HIGH_WATER = 512 * 1024
-LOW_WATER = 128 * 1024
+HIGH_WATER = 128 * 1024
+LOW_WATER = 32 * 1024
 RECEIVE_SIZE = 256 * 1024
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0

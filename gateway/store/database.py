@@ -8,11 +8,18 @@ commits on power loss, and a publisher confirm promises more than that. The pric
 per batch, shared by every write that arrived while the previous batch was being committed.
 
 Cost: every statement finds its rows through a primary key or the queue index (see the
-statements below), so a commit costs in proportion to its own rows. Removals and delivered
-flags wait in a backlog of which one commit writes at most SETTLE_CHUNK: nobody waits for them
-but Tx.Commit-Ok (through `settled`), so a huge ack or requeue never holds a later publish's
-confirm for longer than one bounded commit. Topology and enqueued messages are always written
-whole, in ticket order.
+statements below), so a commit costs in proportion to its own rows. Removals wait in a backlog
+of which one commit writes at most SETTLE_CHUNK: nobody waits for them but Tx.Commit-Ok
+(through `settled`), so a huge ack never holds a later publish's confirm for longer than one
+bounded commit. Topology and enqueued messages are always written whole, in ticket order.
+
+Deliveries: a queue keeps one mark, the highest message id it has handed out, rather than a flag
+per entry, so taking 200,000 messages costs one row per queue and commit instead of 200,000
+updates. After a restart an entry at or under its queue's mark comes back redelivered. Message
+ids grow in the order messages are routed, so in a plain queue that is exactly the entries that
+were delivered; where a queue hands out a later message first (priorities, no-local, a
+transaction's publishes) an earlier one also comes back flagged, which the flag allows: it says
+a message may have been delivered before, never that it was not.
 
 Checkpoints: SQLite's automatic checkpoint (every ~1000 WAL pages) runs at the end of a commit, on
 the committer's worker thread, never on the event loop. No other connection ever reads the
@@ -26,7 +33,8 @@ split in two. Its new messages (`add_message`) are given up: their publishers we
 nothing may claim them durable later, and they live on in memory only, as if transient (a
 restart loses them). Everything else is retried: topology goes in front of the next batch, in
 order, because later writes may depend on it (a message enqueued on a queue whose declaration
-failed), and the backlog chunk (acks, delivered flags) goes back to the front of the backlog. So
+failed), the backlog chunk (acks) goes back to the front of the backlog and the delivery
+marks into the next batch. So
 a later ticket never confirms anything without the surviving writes of every failed ticket
 before it, and once there is space again the store goes on from where it was.
 """
@@ -90,15 +98,15 @@ class _RowsStatement:
 # "IN (SELECT column1, ... FROM (VALUES ...))" rather than "IN (VALUES ...)": SQLite looks the
 # first form up by primary key but scans the table for the second.
 _INSERT_MESSAGES = _RowsStatement("INSERT OR IGNORE INTO messages VALUES {rows}", 6)
-_INSERT_ENTRIES = _RowsStatement("INSERT OR REPLACE INTO queue_messages VALUES {rows}", 5)
+_INSERT_ENTRIES = _RowsStatement("INSERT OR REPLACE INTO queue_messages VALUES {rows}", 4)
 _DELETE_ENTRIES = _RowsStatement(
     "DELETE FROM queue_messages WHERE (message_id, vhost, queue) IN"
     " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
     3,
 )
-_MARK_DELIVERED = _RowsStatement(
-    "UPDATE queue_messages SET delivered = 1 WHERE (message_id, vhost, queue) IN"
-    " (SELECT column1, column2, column3 FROM (VALUES {rows}))",
+_PUT_DELIVERED_MARKS = _RowsStatement(
+    "INSERT INTO delivered_marks VALUES {rows} ON CONFLICT (vhost, queue)"
+    " DO UPDATE SET message_id = max(message_id, excluded.message_id)",
     3,
 )
 _DELETE_UNREFERENCED = _RowsStatement(
@@ -122,6 +130,7 @@ _DELETE_QUEUE_ONLY_MESSAGES = (
     " AND (other.vhost != ?1 OR other.queue != ?2))"
 )
 _DELETE_QUEUE_ENTRIES = "DELETE FROM queue_messages WHERE vhost = ? AND queue = ?"
+_DELETE_QUEUE_MARK = "DELETE FROM delivered_marks WHERE vhost = ? AND queue = ?"
 _DELETE_QUEUE = "DELETE FROM queues WHERE vhost = ? AND name = ?"
 _DELETE_QUEUE_BINDINGS = (
     "DELETE FROM bindings WHERE vhost = ? AND destination_kind = 'queue' AND destination = ?"
@@ -138,8 +147,10 @@ _LOAD_EXCHANGES = "SELECT vhost, name, type, auto_delete, internal, arguments FR
 _LOAD_QUEUES = "SELECT vhost, name, auto_delete, arguments FROM queues"
 _LOAD_BINDINGS = "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
 _LOAD_MESSAGES = (
-    "SELECT e.vhost, e.queue, e.message_id, e.delivered, m.exchange, m.routing_key, m.header,"
-    " m.body, m.routed_at FROM queue_messages AS e JOIN messages AS m ON m.id = e.message_id"
+    "SELECT e.vhost, e.queue, e.message_id, e.message_id <= coalesce(d.message_id, 0),"
+    " m.exchange, m.routing_key, m.header, m.body, m.routed_at FROM queue_messages AS e"
+    " JOIN messages AS m ON m.id = e.message_id"
+    " LEFT JOIN delivered_marks AS d ON d.vhost = e.vhost AND d.queue = e.queue"
     " ORDER BY e.vhost, e.queue, e.seq"
 )
 _LOAD_LAST_MESSAGE_ID = "SELECT coalesce(max(id), 0) FROM messages"
@@ -163,11 +174,20 @@ class _Batch:
         self.ops: list[tuple[str, tuple[Any, ...]]] = []
         self.contents: dict[int, _MessageRow] = {}
         self.enqueued: dict[_Key, int] = {}  # -> seq (enqueue order)
+        #: Entries delivered and not removed since: what the queues' delivery marks must cover.
         self.delivered: set[_Key] = set()
         self.removed: set[_Key] = set()
 
     def writes(self) -> bool:
         return bool(self.ops or self.enqueued or self.delivered or self.removed)
+
+    def marks(self) -> list[tuple[str, str, int]]:
+        """(vhost, queue, highest delivered message id) of each queue that has one."""
+        highest: dict[tuple[str, str], int] = {}
+        for message_id, vhost, queue in self.delivered:
+            if highest.get((vhost, queue), 0) < message_id:
+                highest[vhost, queue] = message_id
+        return [(vhost, queue, message_id) for (vhost, queue), message_id in highest.items()]
 
     def forget_queue(self, vhost: str, queue: str) -> None:
         """Drop buffered message writes for a queue being deleted (its deletion covers them)."""
@@ -177,68 +197,56 @@ class _Batch:
 
 
 class _Backlog:
-    """Removals and delivered flags of committed tickets not written yet, oldest first.
+    """Removals of committed tickets not written yet, oldest first.
 
     Nobody waits for these to publish or declare (an ack has no reply), so a commit writes at
-    most SETTLE_CHUNK of them and leaves the rest to the next: a requeue or ack of 200,000
-    messages then costs each commit a bounded amount, and the publishes that arrive meanwhile
-    are confirmed after one short transaction rather than behind all of it. Each key keeps the
-    ticket it was made in, oldest first, so `settled` can say up to which ticket they are all
-    durable (what Tx.Commit-Ok waits for).
+    most SETTLE_CHUNK of them and leaves the rest to the next: an ack of 200,000 messages then
+    costs each commit a bounded amount, and the publishes that arrive meanwhile are confirmed
+    after one short transaction rather than behind all of it. Each key keeps the ticket it was
+    made in, oldest first, so `settled` can say up to which ticket they are all durable (what
+    Tx.Commit-Ok waits for).
     """
 
-    __slots__ = ("delivered", "removed")
+    __slots__ = ("removed",)
 
     def __init__(self) -> None:
         self.removed: dict[_Key, int] = {}
-        self.delivered: dict[_Key, int] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.removed or self.delivered)
+        return bool(self.removed)
 
     def extend(self, batch: _Batch, ticket: int) -> None:
-        """Take a batch's removals and flags; an entry it enqueues again replaces what was
-        pending for it (its INSERT OR REPLACE writes the whole row)."""
+        """Take a batch's removals; an entry it enqueues again replaces a removal pending for
+        it (its INSERT OR REPLACE writes the whole row)."""
         for key in batch.enqueued:
             self.removed.pop(key, None)
-            self.delivered.pop(key, None)
         for key in batch.removed.difference(batch.enqueued):
             self.removed[key] = ticket
-        for key in batch.delivered.difference(batch.enqueued):
-            self.delivered.setdefault(key, ticket)
 
-    def take(self, limit: int | None) -> tuple[dict[_Key, int], dict[_Key, int]]:
-        """Pop up to `limit` removals and flags (None: all), oldest first, with their tickets."""
+    def take(self, limit: int | None) -> dict[_Key, int]:
+        """Pop up to `limit` removals (None: all), oldest first, with their tickets."""
         if limit is None:
-            limit = len(self.removed) + len(self.delivered)
-        removed = _pop_oldest(self.removed, limit)
-        return removed, _pop_oldest(self.delivered, limit - len(removed))
+            limit = len(self.removed)
+        taken = dict(islice(self.removed.items(), limit))
+        for key in taken:
+            del self.removed[key]
+        return taken
 
-    def put_back(self, removed: dict[_Key, int], delivered: dict[_Key, int]) -> None:
+    def put_back(self, removed: dict[_Key, int]) -> None:
         """A chunk whose write failed goes back in front, to be written again (a rare, slow
         path: the backlog is copied)."""
         self.removed = removed | self.removed
-        self.delivered = delivered | self.delivered
 
     def settled(self, ticket: int) -> int:
-        """The last ticket whose removals and flags are all written, `ticket` being committed."""
-        oldest = [next(iter(keys.values())) for keys in (self.removed, self.delivered) if keys]
-        return min(oldest) - 1 if oldest else ticket
+        """The last ticket whose removals are all written, `ticket` being committed."""
+        return next(iter(self.removed.values())) - 1 if self.removed else ticket
 
     def forget_queue(self, vhost: str, queue: str) -> None:
         self.removed = {key: t for key, t in self.removed.items() if _other(key, vhost, queue)}
-        self.delivered = {key: t for key, t in self.delivered.items() if _other(key, vhost, queue)}
 
 
 def _other(key: _Key, vhost: str, queue: str) -> bool:
     return key[1] != vhost or key[2] != queue
-
-
-def _pop_oldest(keys: dict[_Key, int], limit: int) -> dict[_Key, int]:
-    taken = dict(islice(keys.items(), max(limit, 0)))
-    for key in taken:
-        del keys[key]
-    return taken
 
 
 class Store:
@@ -248,8 +256,11 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
-    #: The most removals and delivered flags one commit writes (see _Backlog).
+    #: The most removals one commit writes (see _Backlog) when it has nothing else to write,
+    #: and when it also carries new messages or topology: then someone waits for it (a
+    #: publisher's confirm, a Declare-Ok), so it takes a small share and the rest waits.
     SETTLE_CHUNK = 512
+    SETTLE_CHUNK_BESIDE_WRITES = 64
 
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
@@ -260,7 +271,7 @@ class Store:
         self._batch = _Batch()
         self._backlog = _Backlog()
         self._ticket = 1
-        #: The last ticket whose removals and delivered flags are durable too.
+        #: The last ticket whose removals are durable too.
         self.settled = 0
         self._page_size: int = db.execute(_PAGE_SIZE).fetchone()[0]
         #: Bytes of free pages inside the database as of the last commit: SQLite fills them
@@ -339,6 +350,7 @@ class Store:
             for sql in (
                 _DELETE_QUEUE_ONLY_MESSAGES,
                 _DELETE_QUEUE_ENTRIES,
+                _DELETE_QUEUE_MARK,
                 _DELETE_QUEUE,
                 _DELETE_QUEUE_BINDINGS,
             )
@@ -424,14 +436,15 @@ class Store:
         """Make the current batch durable and return its ticket (every earlier one is durable too).
 
         The buffer is swapped first, so writes made while this runs go to the next ticket.
-        Topology and enqueued messages are written in full; removals and delivered flags join
-        the backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of
-        one commit stays bounded however big a batch was (`settled` says how far those are
+        Topology, enqueued messages and delivery marks are written in full; removals join the
+        backlog, of which at most SETTLE_CHUNK are written, oldest first (fewer beside new
+        writes, which someone waits for), so the cost of one commit stays bounded however big
+        a batch was (`settled` says how far those are
         durable; `settle_all` writes the whole backlog, for a stop, when nobody publishes any
         more). A batch whose writes all cancelled out completes without touching the disk.
         A failed write raises `WriteFailed`: its new messages are given up, its topology goes
-        in front of the next batch and its backlog chunk back into the backlog, to be written
-        again (see the module docstring).
+        in front of the next batch, its marks into it and its backlog chunk back into the
+        backlog, to be written again (see the module docstring).
         """
         async with self._committing:
             batch, self._batch = self._batch, _Batch()
@@ -439,13 +452,18 @@ class Store:
             self._ticket += 1
             backlog = self._backlog
             backlog.extend(batch, ticket)
-            removed, delivered = backlog.take(None if settle_all else self.SETTLE_CHUNK)
-            if batch.ops or batch.enqueued or removed or delivered:
+            if settle_all:
+                removed = backlog.take(None)
+            else:
+                beside = batch.ops or batch.enqueued
+                removed = backlog.take(self.SETTLE_CHUNK_BESIDE_WRITES if beside else self.SETTLE_CHUNK)
+            if batch.ops or batch.enqueued or batch.delivered or removed:
                 try:
-                    await trio.to_thread.run_sync(self._write, batch, list(removed), list(delivered))
+                    await trio.to_thread.run_sync(self._write, batch, list(removed))
                 except Exception as exc:
                     self._batch.ops[:0] = batch.ops
-                    backlog.put_back(removed, delivered)
+                    self._batch.delivered |= batch.delivered
+                    backlog.put_back(removed)
                     raise WriteFailed(
                         ticket,
                         f"writing to the store {self.path} failed, so ticket {ticket} is not durable: {exc}",
@@ -453,12 +471,12 @@ class Store:
             self.settled = backlog.settled(ticket)
             return ticket
 
-    def _write(self, batch: _Batch, removed: list[_Key], delivered: list[_Key]) -> None:
+    def _write(self, batch: _Batch, removed: list[_Key]) -> None:
         """Apply a batch and a chunk of the backlog in one transaction (worker thread).
 
         Topology first (a queue deletion has already dropped the buffered messages before it),
         then removals, then additions (an entry enqueued again has left the backlog), then
-        delivered flags.
+        delivery marks.
         """
         db = self._db
         db.execute("BEGIN")
@@ -472,10 +490,9 @@ class Store:
             if enqueued:
                 live = {key[0] for key in enqueued}
                 _INSERT_MESSAGES.run(db, [row for i, row in batch.contents.items() if i in live])
-                flagged = batch.delivered
-                _INSERT_ENTRIES.run(db, [(*key, seq, key in flagged) for key, seq in enqueued.items()])
-            if delivered:
-                _MARK_DELIVERED.run(db, delivered)
+                _INSERT_ENTRIES.run(db, [(*key, seq) for key, seq in enqueued.items()])
+            if batch.delivered:
+                _PUT_DELIVERED_MARKS.run(db, batch.marks())
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:

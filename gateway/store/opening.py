@@ -2,12 +2,15 @@
 
 The schema: one row per durable vhost, exchange, queue and binding (argument tables in the
 encoding of `tables`), `messages` holding each persistent message's content once, and
-`queue_messages` saying which queues hold it, in which order, and whether it was delivered.
+`queue_messages` saying which queues hold it and in which order, and `delivered_marks` the
+highest message id each queue has handed out (its entries up to there come back redelivered).
 
 Schema 2 added `messages.routed_at` (so expiry deadlines survive restarts); a schema-1 store is
 upgraded in place when opened, its old messages getting NULL there. Schema 3 added the index of
 `queue_messages` by queue (deleting a queue's entries, loading them in order), so that no
-statement of the store scans a message table.
+statement of the store scans a message table. Schema 4 replaced the per-entry `delivered` flag
+with `delivered_marks`: an upgraded queue's mark is its highest flagged entry, so entries under
+it that were never delivered come back flagged too (the flag means "may have been delivered").
 """
 
 from __future__ import annotations
@@ -19,12 +22,17 @@ from pathlib import Path
 
 from .errors import StoreError, StoreLocked
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_FILE = "store.db"
 LOCK_FILE = "LOCK"
 
 # A queue's entries in enqueue order: deleting a queue, loading in order.
 _QUEUE_INDEX = "CREATE INDEX queue_messages_by_queue ON queue_messages (vhost, queue, seq)"
+
+_DELIVERED_MARKS = (
+    "CREATE TABLE delivered_marks (vhost TEXT, queue TEXT, message_id INTEGER NOT NULL,"
+    " PRIMARY KEY (vhost, queue)) WITHOUT ROWID"
+)
 
 _SCHEMA = (
     "CREATE TABLE vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
@@ -49,10 +57,10 @@ _SCHEMA = (
     ),
     (
         "CREATE TABLE queue_messages (message_id INTEGER, vhost TEXT, queue TEXT,"
-        " seq INTEGER NOT NULL, delivered INTEGER NOT NULL,"
-        " PRIMARY KEY (message_id, vhost, queue)) WITHOUT ROWID"
+        " seq INTEGER NOT NULL, PRIMARY KEY (message_id, vhost, queue)) WITHOUT ROWID"
     ),
     _QUEUE_INDEX,
+    _DELIVERED_MARKS,
 )
 
 #: The highest enqueue sequence number, a queue index lookup per queue (max(seq) over the whole
@@ -66,6 +74,12 @@ _LOAD_LAST_SEQ = (
 _UPGRADES = {
     1: ("ALTER TABLE messages ADD COLUMN routed_at REAL",),
     2: (_QUEUE_INDEX,),
+    3: (
+        _DELIVERED_MARKS,
+        "INSERT INTO delivered_marks SELECT vhost, queue, max(message_id) FROM queue_messages"
+        " WHERE delivered GROUP BY vhost, queue",
+        "ALTER TABLE queue_messages DROP COLUMN delivered",
+    ),
 }
 
 

@@ -184,23 +184,49 @@ async def test_messages_round_trip_in_enqueue_order(store: Store) -> None:
 
 
 async def test_redelivered_after_mark_delivered(store: Store) -> None:
-    add(store, 1)
-    add(store, 2)
+    for n in (1, 2, 3):
+        add(store, n)
     await store.commit()
     store.mark_delivered("/", "q", 1)
-    add(store, 3)
-    store.mark_delivered("/", "q", 3)  # delivered before its first commit
+    await store.commit()
+    assert [(r.message_id, r.redelivered) for r in store.load().messages[("/", "q")]] == [
+        (1, True),
+        (2, False),
+        (3, False),
+    ]
+    add(store, 4)
+    store.mark_delivered("/", "q", 2)
+    store.mark_delivered("/", "q", 4)  # delivered before its first commit
+    store.remove_message("/", "q", 4)  # and acked: the mark written is 2's
     await store.commit()
     store = reopen(store)
     try:
         records = store.load().messages[("/", "q")]
-        assert [(r.message_id, r.redelivered) for r in records] == [
-            (1, True),
-            (2, False),
-            (3, True),
-        ]
+        assert [(r.message_id, r.redelivered) for r in records] == [(1, True), (2, True), (3, False)]
     finally:
         store.close()
+
+
+async def test_a_queue_handing_out_a_later_message_first_flags_the_earlier_ones_too(store: Store) -> None:
+    """One mark per queue: entries under it come back redelivered, delivered or not (a
+    priority queue or a no-local consumer may skip one); never one that was delivered unflagged."""
+    for n in (1, 2, 3):
+        add(store, n)
+    store.mark_delivered("/", "q", 2)
+    await store.commit()
+    records = store.load().messages[("/", "q")]
+    assert [(r.message_id, r.redelivered) for r in records] == [(1, True), (2, True), (3, False)]
+
+
+async def test_delivered_and_acked_in_one_batch_writes_no_mark(store: Store) -> None:
+    add(store, 1)
+    await store.commit()
+    add(store, 2)
+    store.mark_delivered("/", "q", 2)
+    store.remove_message("/", "q", 2)
+    await store.commit()
+    assert rows(store, "SELECT count(*) FROM delivered_marks") == [(0,)]
+    assert [r.redelivered for r in store.load().messages[("/", "q")]] == [False]
 
 
 async def test_add_and_remove_in_one_batch_never_reach_the_disk(store: Store) -> None:
@@ -246,8 +272,8 @@ async def test_large_batches_span_several_multi_row_statements(store: Store) -> 
     add(store, 1, "q", "q2")  # shared content, removed from one of its queues below
     for n in range(2, 301):
         add(store, n)
-    for n in range(2, 150):
-        store.mark_delivered("/", "q", n)  # folded into the insert
+    for n in range(1, 150):
+        store.mark_delivered("/", "q", n)  # before the entries' first commit
     await store.commit()
     for n in range(2, 131):
         store.remove_message("/", "q", n)
@@ -256,7 +282,7 @@ async def test_large_batches_span_several_multi_row_statements(store: Store) -> 
         store.mark_delivered("/", "q", n)  # an update of committed rows
     await store.commit()
     records = store.load().messages
-    assert [(r.message_id, r.redelivered) for r in records[("/", "q")]] == [(1, False)] + [
+    assert [(r.message_id, r.redelivered) for r in records[("/", "q")]] == [(1, True)] + [
         (n, n < 280) for n in range(131, 301)
     ]
     assert ("/", "q2") not in records
@@ -425,15 +451,25 @@ async def test_routed_at_round_trips(store: Store) -> None:
     assert record.routed_at == 1_700_000_000.25
 
 
+def downgrade(path: Path, version: int) -> None:
+    """Make a store look like one written by schema `version`."""
+    with sqlite3.connect(path) as raw:
+        # Schema 3 and older: a delivered flag per entry, no marks.
+        raw.execute("DROP TABLE delivered_marks")
+        raw.execute("ALTER TABLE queue_messages ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0")
+        if version <= 2:  # no index by queue
+            raw.execute("DROP INDEX queue_messages_by_queue")
+        if version <= 1:  # no routed_at
+            raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
+        raw.execute(f"PRAGMA user_version = {version}")
+
+
 async def test_schema_1_store_is_upgraded_in_place(tmp_path: Path) -> None:
     with Store.open(tmp_path) as store:
         add(store, 1)
         await store.commit()
         path = store.path
-    with sqlite3.connect(path) as raw:  # what schema 1 looked like: no routed_at, no index
-        raw.execute("ALTER TABLE messages DROP COLUMN routed_at")
-        raw.execute("DROP INDEX queue_messages_by_queue")
-        raw.execute("PRAGMA user_version = 1")
+    downgrade(path, 1)
     with Store.open(tmp_path) as store:
         assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
         [old] = store.load().messages[("/", "q")]
@@ -448,14 +484,34 @@ async def test_schema_2_store_gets_the_queue_index(tmp_path: Path) -> None:
         add(store, 1)
         await store.commit()
         path = store.path
-    with sqlite3.connect(path) as raw:  # what schema 2 looked like: no index by queue
-        raw.execute("DROP INDEX queue_messages_by_queue")
-        raw.execute("PRAGMA user_version = 2")
+    downgrade(path, 2)
     with Store.open(tmp_path) as store:
         assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
         index = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'queue_messages'"
         assert ("queue_messages_by_queue",) in rows(store, index)
         assert queued_ids(store) == [1]
+
+
+async def test_schema_3_delivered_flags_become_each_queues_mark(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        for n in (1, 2, 3):
+            add(store, n, "q", "other")
+        await store.commit()
+        path = store.path
+    downgrade(path, 3)
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE queue_messages SET delivered = 1 WHERE queue = 'q' AND message_id = 2")
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        columns = [row[1] for row in rows(store, "PRAGMA table_info(queue_messages)")]
+        assert "delivered" not in columns
+        messages = store.load().messages
+        assert [(r.message_id, r.redelivered) for r in messages[("/", "q")]] == [
+            (1, True),
+            (2, True),
+            (3, False),
+        ]
+        assert [r.redelivered for r in messages[("/", "other")]] == [False] * 3
 
 
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:

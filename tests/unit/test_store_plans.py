@@ -61,7 +61,7 @@ async def test_every_statement_finds_its_rows_by_key_or_index(filled: Store) -> 
     await filled.commit()
     db = sqlite3.connect(filled.path)
     statements = store_statements()
-    assert {"_DELETE_ENTRIES[128]", "_MARK_DELIVERED[1]", "_LOAD_MESSAGES"} <= set(statements)
+    assert {"_DELETE_ENTRIES[128]", "_PUT_DELIVERED_MARKS[1]", "_LOAD_MESSAGES"} <= set(statements)
     scans = {}
     for name, sql in statements.items():
         plan = [row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, parameters(sql))]
@@ -119,8 +119,9 @@ async def test_the_store_runs_no_statement_the_plan_test_does_not_see(filled: St
 async def test_a_big_removal_batch_is_written_in_bounded_chunks(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    chunk = 100
-    monkeypatch.setattr(Store, "SETTLE_CHUNK", chunk, raising=False)
+    chunk, beside = 100, 10
+    monkeypatch.setattr(Store, "SETTLE_CHUNK", chunk)
+    monkeypatch.setattr(Store, "SETTLE_CHUNK_BESIDE_WRITES", beside)
     store.put_queue("/", "q", False, {})
     for n in range(1, 1001):
         add(store, n)
@@ -132,15 +133,15 @@ async def test_a_big_removal_batch_is_written_in_bounded_chunks(
     add(store, 5000)  # a publish made after it
     small = await store.commit()
     # The publish is durable after one more commit, while most of the acks are not written:
-    # each commit wrote one chunk of them.
+    # each commit wrote one chunk of them, a small one beside the publish.
     assert rows(store, "SELECT count(*) FROM queue_messages WHERE message_id = 5000") == [(1,)]
-    assert rows(store, "SELECT count(*) FROM queue_messages") == [(1000 - 2 * chunk + 1,)]
+    assert rows(store, "SELECT count(*) FROM queue_messages") == [(1000 - chunk - beside + 1,)]
     assert store.settled < big < small
     left = [rows(store, "SELECT count(*) FROM messages")[0][0]]
     while store.pending:
         last = await store.commit()
         left.append(rows(store, "SELECT count(*) FROM messages")[0][0])
-    assert left == list(range(1000 - 2 * chunk + 1, 0, -chunk))
+    assert left == [*range(1000 - chunk - beside + 1, 1, -chunk), 1]
     assert store.settled == last
     assert queued_ids(store) == [5000]
 
@@ -193,3 +194,20 @@ async def test_a_stop_writes_the_whole_backlog_in_one_commit(
     ticket = await store.commit(settle_all=True)
     assert not store.pending and store.settled == ticket
     assert rows(store, "SELECT count(*) FROM messages") == [(0,)]
+
+
+async def test_deliveries_cost_one_mark_per_queue_and_commit(store: Store) -> None:
+    """Taking a backlog unacked (a requeue's first half) writes one row per queue, in the next
+    commit, not an update per delivery spread over many commits."""
+    for n in range(1, 5001):
+        add(store, n, "abc"[n % 3])
+    await store.commit()
+    for n in range(1, 5001):
+        store.mark_delivered("/", "abc"[n % 3], n)
+    ticket = await store.commit()
+    assert not store.pending and store.settled == ticket
+    assert sorted(rows(store, "SELECT queue, message_id FROM delivered_marks")) == [
+        ("a", 4998),
+        ("b", 4999),
+        ("c", 5000),
+    ]
