@@ -2,7 +2,7 @@
 
 Loops and duplicate paths are judged as the nodes behave (topology.flow has the details):
 dynamic routes are loop-free and deliver once per node by path-vector routing
-(federation/interest.py), so their rings and alternative paths are safe and reported as info.
+(gateway/routing/interest.py), so their rings and alternative paths are safe and reported as info.
 Static exchange routes, queue routes and federations have no hop limit and no duplicate
 detection: a cycle of them, or two of their paths to one node, is the real risk. A copy coming
 back to a node from its own parent is the one exception (a child never forwards back up what
@@ -267,7 +267,7 @@ def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
             message = (
                 f"dynamic routes on '{exchange}' give {len(pairs)} pair(s) of nodes more than one path "
                 f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}): safe, each node forwards along one best "
-                "path per destination (federation/interest.py), so every node gets each message once"
+                "path per destination (the nodes' path-vector interest tables), so every node gets each message once"
             )
             yield Finding("info", "dynamic-paths", message, where)
 

@@ -547,7 +547,7 @@ CASES: dict[str, tuple[Check, Topology, list[tuple[str, str, str, str]], Topolog
                 INFO,
                 "dynamic-paths",
                 "dynamic routes on 'x' give 1 pair(s) of nodes more than one path (a <-> c): safe, each node "
-                "forwards along one best path per destination (federation/interest.py), so every node gets "
+                "forwards along one best path per destination (the nodes' path-vector interest tables), so every node gets "
                 "each message once",
                 "t.toml:60: routes[0]",
             )
