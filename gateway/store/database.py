@@ -256,11 +256,8 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
-    #: The most removals one commit writes (see _Backlog) when it has nothing else to write,
-    #: and when it also carries new messages or topology: then someone waits for it (a
-    #: publisher's confirm, a Declare-Ok), so it takes a small share and the rest waits.
+    #: The most removals one commit writes (see _Backlog).
     SETTLE_CHUNK = 512
-    SETTLE_CHUNK_BESIDE_WRITES = 64
 
     def __init__(self, data_dir: Path, lock_fd: int, db: sqlite3.Connection, seq: int) -> None:
         self.data_dir = data_dir
@@ -437,9 +434,8 @@ class Store:
 
         The buffer is swapped first, so writes made while this runs go to the next ticket.
         Topology, enqueued messages and delivery marks are written in full; removals join the
-        backlog, of which at most SETTLE_CHUNK are written, oldest first (fewer beside new
-        writes, which someone waits for), so the cost of one commit stays bounded however big
-        a batch was (`settled` says how far those are
+        backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of one
+        commit stays bounded however big a batch was (`settled` says how far those are
         durable; `settle_all` writes the whole backlog, for a stop, when nobody publishes any
         more). A batch whose writes all cancelled out completes without touching the disk.
         A failed write raises `WriteFailed`: its new messages are given up, its topology goes
@@ -452,11 +448,7 @@ class Store:
             self._ticket += 1
             backlog = self._backlog
             backlog.extend(batch, ticket)
-            if settle_all:
-                removed = backlog.take(None)
-            else:
-                beside = batch.ops or batch.enqueued
-                removed = backlog.take(self.SETTLE_CHUNK_BESIDE_WRITES if beside else self.SETTLE_CHUNK)
+            removed = backlog.take(None if settle_all else self.SETTLE_CHUNK)
             if batch.ops or batch.enqueued or batch.delivered or removed:
                 try:
                     await trio.to_thread.run_sync(self._write, batch, list(removed))

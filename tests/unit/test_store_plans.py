@@ -119,9 +119,8 @@ async def test_the_store_runs_no_statement_the_plan_test_does_not_see(filled: St
 async def test_a_big_removal_batch_is_written_in_bounded_chunks(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    chunk, beside = 100, 10
+    chunk = 100
     monkeypatch.setattr(Store, "SETTLE_CHUNK", chunk)
-    monkeypatch.setattr(Store, "SETTLE_CHUNK_BESIDE_WRITES", beside)
     store.put_queue("/", "q", False, {})
     for n in range(1, 1001):
         add(store, n)
@@ -133,15 +132,15 @@ async def test_a_big_removal_batch_is_written_in_bounded_chunks(
     add(store, 5000)  # a publish made after it
     small = await store.commit()
     # The publish is durable after one more commit, while most of the acks are not written:
-    # each commit wrote one chunk of them, a small one beside the publish.
+    # each commit wrote one chunk of them.
     assert rows(store, "SELECT count(*) FROM queue_messages WHERE message_id = 5000") == [(1,)]
-    assert rows(store, "SELECT count(*) FROM queue_messages") == [(1000 - chunk - beside + 1,)]
+    assert rows(store, "SELECT count(*) FROM queue_messages") == [(1000 - 2 * chunk + 1,)]
     assert store.settled < big < small
     left = [rows(store, "SELECT count(*) FROM messages")[0][0]]
     while store.pending:
         last = await store.commit()
         left.append(rows(store, "SELECT count(*) FROM messages")[0][0])
-    assert left == [*range(1000 - chunk - beside + 1, 1, -chunk), 1]
+    assert left == list(range(1000 - 2 * chunk + 1, 0, -chunk))
     assert store.settled == last
     assert queued_ids(store) == [5000]
 
