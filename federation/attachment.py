@@ -56,6 +56,7 @@ from gateway.broker.vhost import VHost
 from gateway.federation_config import cannot_federate
 from gateway.hold import EventHold
 from gateway.management import ManagementError
+from gateway.names import DEFAULT_VHOST
 from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS, resolve_type
 from gateway.wire import make_method
@@ -84,7 +85,7 @@ class AttachmentConfig:
     type: str
     host: str
     port: int
-    parent_vhost: str = "/"
+    parent_vhost: str = DEFAULT_VHOST
     username: str = "peering"
     password: str = "peering"
     durable: bool = False

@@ -52,6 +52,7 @@ from federation.errors import (
     ConsumerCancelled,
     PublishNacked,
 )
+from gateway.names import DEFAULT_VHOST
 from gateway.wire import NEED_DATA, Content, Negotiated, events, make_method
 from gateway.wire.client import ClientConnection, ClientState
 
@@ -93,7 +94,7 @@ class _Reply:
 async def connect(
     address: BrokerAddress | str,
     *,
-    vhost: str = "/",
+    vhost: str = DEFAULT_VHOST,
     heartbeat: int = 10,
     timeout: float = 10.0,
     client_properties: dict[str, Any] | None = None,
