@@ -217,6 +217,12 @@ class Connection:
     def server_properties(self) -> dict[str, Any]:
         return self._wire.server_properties
 
+    @property
+    def reading_paused(self) -> bool:
+        """True while the reader waits for room in a full channel's delivery buffer (it
+        reads nothing more from the server until the application takes a delivery)."""
+        return self._reading_paused
+
     async def channel(self, *, buffer: int = DELIVERY_BUFFER) -> Channel:
         """Open a channel (the lowest free number); `buffer` bounds its unread deliveries."""
         self._check()
