@@ -371,6 +371,14 @@ def test_alternate_exchange_catches_unroutable(channel) -> None:
     assert [b for _, _, b in get_all(channel, queue)] == [b"caught"]
 
 
+def wait_depth(channel, queue: str, depth: int, bound: float = 5.0) -> None:
+    """Until `queue` holds `depth` ready messages (passive declares do not touch messages)."""
+    deadline = time.monotonic() + bound
+    while (count := channel.queue_declare(queue, passive=True).method.message_count) != depth:
+        assert time.monotonic() < deadline, f"{queue}: {count} messages, not {depth}, after {bound}s"
+        time.sleep(0.02)
+
+
 def test_message_ttl_and_per_message_expiration(channel) -> None:
     queue = unique("ttl")
     channel.queue_declare(queue, arguments={"x-message-ttl": 200})
@@ -379,7 +387,8 @@ def test_message_ttl_and_per_message_expiration(channel) -> None:
     channel.queue_declare(plain)
     channel.basic_publish("", plain, b"expires", pika.BasicProperties(expiration="200"))
     channel.basic_publish("", plain, b"stays")
-    time.sleep(0.6)
+    wait_depth(channel, queue, 0)
+    wait_depth(channel, plain, 1)
     assert get_all(channel, queue) == []
     assert [b for _, _, b in get_all(channel, plain)] == [b"stays"]
 
@@ -425,7 +434,7 @@ def test_dead_lettering_on_reject_expiry_and_overflow(channel) -> None:
     method, _, body = channel.basic_get(source)
     assert body == b"rejected"
     channel.basic_reject(method.delivery_tag, requeue=False)
-    time.sleep(0.7)
+    wait_depth(channel, dead, 3)  # the overflowed, the rejected and, after its TTL, the expired
     dead_letters = {body: props.headers for _, props, body in get_all(channel, dead)}
     assert set(dead_letters) == {b"overflowed", b"rejected", b"expired"}
     reasons = {body: headers["x-death"][0]["reason"] for body, headers in dead_letters.items()}
