@@ -251,6 +251,8 @@ class Attachment:
             "forwarded": self.forwarded.messages,
             "received": self.received.messages,
             "returned": self.returned,
+            # Taken from one side, not yet confirmed by the other (both directions).
+            "in_flight": self.forwarded.in_flight + self.received.in_flight,
         }
 
 
@@ -383,6 +385,7 @@ class Peering:
     async def _subscribe(self, connection: Any, channel: Any) -> None:
         """Declare and bind our queue on the parent; republish what arrives, locally."""
         attachment = self.attachment
+        attachment.received.in_flight = 0  # the last connection's went back to the parent's queue
         durable = bool(attachment.exchange is not None and attachment.exchange.durable)
         await channel.call(make_method(commands.Queue.Declare, queue=self.remote_queue, durable=durable))
         await self._sync_bindings(channel)
@@ -451,6 +454,7 @@ class Peering:
 
     async def _forward(self, connection: Any) -> None:
         """Empty the outbox into the parent's exchange, with confirms and returns."""
+        self.attachment.forwarded.in_flight = 0  # the last connection's went back to the outbox
         channel = await connection.channel()
         await channel.confirm_select()
         source = _OutboxSource(self.attachment)

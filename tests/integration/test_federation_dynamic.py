@@ -139,7 +139,7 @@ async def test_seed_walkthrough_dynamic_routes(nodes: Callable[..., NodeProcess]
         before = await forwarded(a)
         await publish(b, EXCHANGE, "b.x", [b"not for A"])
         await publish(b, EXCHANGE, "a.x", [b"for A"])
-        assert [m.body for m in await drain(a, sink, 1, among=(b,))] == [b"for A"]
+        assert [m.body for m in await drain(a, sink, 1)] == [b"for A"]
         assert await forwarded(a) == before + 1  # the bridge carried only the matching one
 
         await config(a, "unbind", EXCHANGE, sink, "a.#")
@@ -208,7 +208,7 @@ async def test_reconnect_resyncs_bindings(nodes: Callable[..., NodeProcess], tmp
         before = await forwarded(a)
         await publish(b, EXCHANGE, "r.x", [b"stale interest"])
         await publish(b, EXCHANGE, "again.x", bodies("again", 20))
-        assert [m.body for m in await drain(a, sink, 20, among=(b,))] == bodies("again", 20)
+        assert [m.body for m in await drain(a, sink, 20)] == bodies("again", 20)
         assert await forwarded(a) == before + 20  # A's resync replaced the interest it had before
 
 

@@ -17,7 +17,7 @@ from federation.address import BrokerAddress
 from federation.client import connect
 from federation.management_client import ManagementClient
 from gateway.wire import Content
-from tests.nodes import NodeProcess
+from tests.nodes import NodeProcess, running
 from tests.proxy import TcpProxy
 
 BIN = Path(sys.executable).parent
@@ -87,19 +87,23 @@ async def publish(node: NodeProcess, exchange: str, key: str, bodies: list[bytes
         await channel.wait_for_confirms()
 
 
-async def settled(group: Sequence[NodeProcess]) -> None:
-    """Until nothing moves between the nodes of `group`: no route has anything unconfirmed,
-    every consumed queue (a route's source, a bridge, a subscriber's) is empty, and two sweeps
-    in a row saw the same forwarded counts (a message moving between the reads of one sweep
-    changes a count in the next). The caller bounds the wait."""
+async def settled(group: Sequence[NodeProcess] | None = None) -> None:
+    """Until nothing moves between the nodes of `group` (default: every node the test process
+    started that still runs): no route or federation has anything unconfirmed, every consumed
+    queue (a route's source, a bridge, an outbox, a subscriber's) is empty, and two sweeps in a
+    row saw the same counts (a message moving between the reads of one sweep changes a count
+    in the next). The caller bounds the wait."""
     previous: list[int] | None = None
     while True:
         counts: list[int] = []
         quiet = True
-        for node in group:
+        for node in running() if group is None else group:
             for record in await manage(node, "routes.list"):
                 quiet = quiet and record["in_flight"] == 0
                 counts.append(record["messages"])
+            for record in await manage(node, "federations.list"):
+                quiet = quiet and record["in_flight"] == 0
+                counts += (record["forwarded"], record["received"], record["returned"])
             for queue in await manage(node, "queues.list"):
                 quiet = quiet and (queue["consumers"] == 0 or queue["messages"] == 0)
         if quiet and counts == previous:
@@ -108,11 +112,9 @@ async def settled(group: Sequence[NodeProcess]) -> None:
         await trio.sleep(0.05)
 
 
-async def drain(
-    node: NodeProcess, queue: str, count: int, *, among: Sequence[NodeProcess] = ()
-) -> list[Content]:
-    """Consume `count` messages; then, once `node` and the nodes `among` have settled, a
-    marker published into the queue must be the next message: no more came."""
+async def drain(node: NodeProcess, queue: str, count: int) -> list[Content]:
+    """Consume `count` messages; then, once the nodes have settled, a marker published into
+    the queue must be the next message: no more came."""
     received: list[Content] = []
     async with connect(address(node)) as connection:
         channel = await connection.channel()
@@ -124,7 +126,7 @@ async def drain(
             channel.ack(delivery.delivery_tag)
             if len(received) == count:
                 break
-        await settled((node, *among))
+        await settled()
         marker = f"drain-marker-{uuid.uuid4().hex[:8]}".encode()
         await publish(node, "", queue, [marker])
         following = await anext(aiter(deliveries))
@@ -177,7 +179,7 @@ async def test_seed_walkthrough_links_exchange_and_queue_routes(nodes: Callable[
         assert (status, err) == (1, "Duplicate Route - ignoring: amq.topic(global.#)\n")
         await wait_consumed(b, "amq.topic", "global.#")
         await publish(b, "amq.topic", "global.x", [b"hello"])
-        [message] = await drain(a, global_sink, 1, among=(b,))
+        [message] = await drain(a, global_sink, 1)
         assert (message.body, message.headers, message.delivery_mode) == (b"hello", {"h": "v"}, 2)
 
         # queue add: A consumes B's queue "public" into amq.fanout.
@@ -188,7 +190,7 @@ async def test_seed_walkthrough_links_exchange_and_queue_routes(nodes: Callable[
         while "public" not in await consumed_queues(b):
             await trio.sleep(0.05)
         await publish(b, "", "public", bodies("public", 3))
-        assert [m.body for m in await drain(a, fanout_sink, 3, among=(b,))] == bodies("public", 3)
+        assert [m.body for m in await drain(a, fanout_sink, 3)] == bodies("public", 3)
 
         assert (await route("route", "list", at(a))).splitlines() == [
             f"{at(a)} {at(b)} amq.topic global.#",
@@ -217,7 +219,7 @@ async def test_durable_route_delivers_what_was_published_while_the_source_was_do
         assert link["durable"] is True
         await wait_consumed(b, "amq.topic", "dur.#")
         await publish(b, "amq.topic", "dur.before", bodies("before", 50))
-        assert [m.body for m in await drain(a, sink, 50, among=(b,))] == bodies("before", 50)
+        assert [m.body for m in await drain(a, sink, 50)] == bodies("before", 50)
 
         b.kill()
         link = await wait_link(a, b.port, lambda link: link["last_error"] == "Connection refused")
@@ -227,7 +229,7 @@ async def test_durable_route_delivers_what_was_published_while_the_source_was_do
         # The link retries 4 s after the refusal: these wait in B's durable route queue.
         await publish(b, "amq.topic", "dur.after", bodies("after", 200))
         await wait_link(a, b.port, operational)
-        received = [m.body for m in await drain(a, sink, 200, among=(b,))]
+        received = [m.body for m in await drain(a, sink, 200)]
         assert sorted(received) == sorted(bodies("after", 200))
         assert received == bodies("after", 200)  # in order, too
 
@@ -289,7 +291,7 @@ async def test_half_open_link_leaves_operational_and_comes_back(nodes: Callable[
             await wait_link(a, port, operational)
             await wait_consumed(b, "amq.topic", "half.#")
             await publish(b, "amq.topic", "half.x", [b"after restore"])
-            assert [m.body for m in await drain(a, sink, 1, among=(b,))] == [b"after restore"]
+            assert [m.body for m in await drain(a, sink, 1)] == [b"after restore"]
             nursery.cancel_scope.cancel()
 
 
@@ -303,7 +305,7 @@ async def test_push_route_delivers_from_the_source(nodes: Callable[..., NodeProc
         await wait_consumed(b, "amq.topic", "push.#")
         assert await route("route", "list", at(b)) == f"{at(b)} {at(a)} amq.topic push.#\n"
         await publish(b, "amq.topic", "push.1", bodies("push", 20))
-        assert [m.body for m in await drain(a, sink, 20, among=(b,))] == bodies("push", 20)
+        assert [m.body for m in await drain(a, sink, 20)] == bodies("push", 20)
         assert (await manage(a, "links.list")) == []
 
 
@@ -324,4 +326,4 @@ async def test_durable_link_and_route_restored_when_the_destination_restarts(
         link = await wait_link(a, b.port, operational)
         assert link["durable"] is True
         assert await route("route", "list", at(a)) == f"{at(a)} {at(b)} amq.topic restart.#\n"
-        assert [m.body for m in await drain(a, sink, 30, among=(b,))] == bodies("while-down", 30)
+        assert [m.body for m in await drain(a, sink, 30)] == bodies("while-down", 30)
