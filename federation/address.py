@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DEFAULT_PORT = 5672
+from gateway.names import DEFAULT_PORT
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from gateway.broker.vhost import VHost
 from gateway.federation_config import cannot_federate
 from gateway.hold import EventHold
 from gateway.management import ManagementError
+from gateway.names import DEFAULT_VHOST
 from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS, resolve_type
 from gateway.wire import make_method
@@ -84,7 +85,7 @@ class AttachmentConfig:
     type: str
     host: str
     port: int
-    parent_vhost: str = "/"
+    parent_vhost: str = DEFAULT_VHOST
     username: str = "peering"
     password: str = "peering"
     durable: bool = False
@@ -250,6 +251,8 @@ class Attachment:
             "forwarded": self.forwarded.messages,
             "received": self.received.messages,
             "returned": self.returned,
+            # Taken from one side, not yet confirmed by the other (both directions).
+            "in_flight": self.forwarded.in_flight + self.received.in_flight,
         }
 
 
@@ -382,6 +385,7 @@ class Peering:
     async def _subscribe(self, connection: Any, channel: Any) -> None:
         """Declare and bind our queue on the parent; republish what arrives, locally."""
         attachment = self.attachment
+        attachment.received.in_flight = 0  # the last connection's went back to the parent's queue
         durable = bool(attachment.exchange is not None and attachment.exchange.durable)
         await channel.call(make_method(commands.Queue.Declare, queue=self.remote_queue, durable=durable))
         await self._sync_bindings(channel)
@@ -450,6 +454,7 @@ class Peering:
 
     async def _forward(self, connection: Any) -> None:
         """Empty the outbox into the parent's exchange, with confirms and returns."""
+        self.attachment.forwarded.in_flight = 0  # the last connection's went back to the outbox
         channel = await connection.channel()
         await channel.confirm_select()
         source = _OutboxSource(self.attachment)

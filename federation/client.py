@@ -52,6 +52,7 @@ from federation.errors import (
     ConsumerCancelled,
     PublishNacked,
 )
+from gateway.names import DEFAULT_VHOST
 from gateway.wire import NEED_DATA, Content, Negotiated, events, make_method
 from gateway.wire.client import ClientConnection, ClientState
 
@@ -93,7 +94,7 @@ class _Reply:
 async def connect(
     address: BrokerAddress | str,
     *,
-    vhost: str = "/",
+    vhost: str = DEFAULT_VHOST,
     heartbeat: int = 10,
     timeout: float = 10.0,
     client_properties: dict[str, Any] | None = None,
@@ -215,6 +216,12 @@ class Connection:
     @property
     def server_properties(self) -> dict[str, Any]:
         return self._wire.server_properties
+
+    @property
+    def reading_paused(self) -> bool:
+        """True while the reader waits for room in a full channel's delivery buffer (it
+        reads nothing more from the server until the application takes a delivery)."""
+        return self._reading_paused
 
     async def channel(self, *, buffer: int = DELIVERY_BUFFER) -> Channel:
         """Open a channel (the lowest free number); `buffer` bounds its unread deliveries."""

@@ -53,13 +53,13 @@ from gateway.broker.exchange import Exchange
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.management import ManagementError
-from gateway.names import CONTROL_EXCHANGE
+from gateway.names import CONTROL_EXCHANGE, DEFAULT_VHOST
 from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("federation.dynamic_route")
 
 #: The vhost dynamic routes work in (LocalSink's, the links' default).
-VHOST = "/"
+VHOST = DEFAULT_VHOST
 #: A durable route's bridge queue on the source keeps at most this many messages while the
 #: destination is away; beyond, the oldest are dropped (and counted as the queue's `dropped`).
 BRIDGE_MAX_LENGTH = 100_000

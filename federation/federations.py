@@ -29,12 +29,13 @@ from federation.routes import LocalNode
 from gateway.broker.exchange import Exchange
 from gateway.federation_config import OUTBOX_POLICIES, FederationRule, FederationSettings
 from gateway.management import ManagementError, Operation
+from gateway.names import DEFAULT_VHOST
 from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("federation.federations")
 
 #: The local vhost config rules apply to (OpenAMQ servers have one).
-RULES_VHOST = "/"
+RULES_VHOST = DEFAULT_VHOST
 #: Seconds between a peering's heartbeats: a dead or half-open parent is noticed after two.
 PEERING_HEARTBEAT = 10
 
@@ -152,7 +153,7 @@ class Federations:
         host: str,
         port: int,
         exchange: str,
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
         type: str | None = None,  # noqa: A002 - the record's and the CLI's name for it
         username: str | None = None,
         password: str | None = None,
@@ -187,7 +188,7 @@ class Federations:
             self._stored().put_attachment(vhost, exchange, config.to_json())
         return entry.attachment.record(entry.link.state.value, "")
 
-    def delete(self, host: str, port: int, exchange: str, vhost: str = "/") -> None:
+    def delete(self, host: str, port: int, exchange: str, vhost: str = DEFAULT_VHOST) -> None:
         entry = self._entries.get((vhost, exchange))
         config = entry.attachment.config if entry is not None else None
         if entry is None or config is None or (config.host, config.port) != (host, port):

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from federation.address import BrokerAddress
+from gateway.names import DEFAULT_VHOST
 
 Record = Mapping[str, Any]
 
@@ -40,8 +41,6 @@ _FEDERATION_COLUMNS = (
     ("Returned", 10),
     ("Last Error", 0),
 )
-#: The vhost exchanges are federated in unless another is named.
-_DEFAULT_VHOST = "/"
 _QUEUE_RULE_WIDTH = 91
 #: The summary's labels are right-aligned to the width of its widest, "Total Exchanges".
 _SUMMARY_LABEL_WIDTH = 15
@@ -126,7 +125,7 @@ def federation_parent(federation: Record) -> BrokerAddress:
 
 def federated_exchange(federation: Record) -> str:
     """The exchange a federation attaches, with its vhost when that is not the default one."""
-    if federation.get("vhost", _DEFAULT_VHOST) == _DEFAULT_VHOST:
+    if federation.get("vhost", DEFAULT_VHOST) == DEFAULT_VHOST:
         return str(federation["exchange"])
     return f"{federation['exchange']} (vhost {federation['vhost']})"
 

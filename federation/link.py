@@ -41,6 +41,7 @@ from federation.errors import (
     ConnectionClosedByPeer,
     ConnectionLost,
 )
+from gateway.names import DEFAULT_TRANSPORT, TRANSPORTS
 
 if TYPE_CHECKING:
     from federation.address import BrokerAddress
@@ -50,10 +51,6 @@ LOGGER = logging.getLogger("federation.link")
 #: How long close() waits for the connection to close cleanly before cancelling it outright;
 #: longer than the client's own bounded wait for Close-Ok, so normally the client decides.
 CLOSE_TIMEOUT = 15.0
-
-#: Transports a link can use; qpid-route also knows ssl and rdma, which we refuse rather than
-#: silently connect in clear text to an operator who asked for encryption.
-TRANSPORTS = ("tcp",)
 
 #: Failures that end a connection but say nothing permanent about the peer: retry them.
 RETRYABLE = (ConnectFailed, ConnectionLost, ConnectionClosedByPeer, OSError)
@@ -151,7 +148,7 @@ class Link:
         address: BrokerAddress,
         *,
         durable: bool = False,
-        transport: str = "tcp",
+        transport: str = DEFAULT_TRANSPORT,
         connect: ConnectFunction = _client_connect,
         heartbeat: int = 10,
         backoff: Backoff = Backoff(),  # frozen, so all links can share the default

@@ -30,12 +30,13 @@ from federation.address import BrokerAddress
 from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
-from federation.link import TRANSPORTS, Link
+from federation.link import Link
 from federation.persistence import FederationStore
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
+from gateway.names import DEFAULT_TRANSPORT, TRANSPORTS
 
 LOGGER = logging.getLogger("federation.manager")
 
@@ -58,7 +59,7 @@ class LinkConfig:
     username: str = "guest"
     password: str = field(default="guest", repr=False)
     durable: bool = False
-    transport: str = "tcp"
+    transport: str = DEFAULT_TRANSPORT
     heartbeat: int = DEFAULT_HEARTBEAT
 
     @property
@@ -173,7 +174,7 @@ class Federation:
         username: str = "guest",
         password: str = "guest",
         durable: bool = False,
-        transport: str = "tcp",
+        transport: str = DEFAULT_TRANSPORT,
         heartbeat: int | None = None,
     ) -> dict[str, Any]:
         """Add a link unless one to host:port exists (then nothing changes); its record."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
+from gateway.names import DEFAULT_TRANSPORT
 
 #: One management request: (method, arguments).
 Request = tuple[str, dict[str, Any]]
@@ -25,7 +26,7 @@ class RouteOptions:
     src_local: bool = False
     ack: int | None = None
     credit: int | None = None
-    transport: str = "tcp"
+    transport: str = DEFAULT_TRANSPORT
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import trio
 
 from gateway import __version__
 from gateway.config import NodeConfig, load_node_config
+from gateway.names import DEFAULT_PORT
 from gateway.security import UsersDB, UsersFileError, run_passwd
 from gateway.server import Limits, ListenError, Node
 from gateway.store import Store, StoreError
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", metavar="H", help="address to listen on (default: all interfaces, also written '*')"
     )
-    serve.add_argument("--port", type=int, metavar="P", help="AMQP port (default 5672)")
+    serve.add_argument("--port", type=int, metavar="P", help=f"AMQP port (default {DEFAULT_PORT})")
     storage = serve.add_mutually_exclusive_group()
     storage.add_argument("--data-dir", metavar="DIR", help="default ./var/<name>")
     storage.add_argument("--memory", action="store_true", default=None, help="keep everything in RAM")

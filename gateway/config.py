@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
+from gateway.names import DEFAULT_PORT, DEFAULT_VHOST
 from gateway.tomlfile import ConfigError, Invalid, boolean, integer, read_toml, table_values
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -53,7 +54,7 @@ def _vhosts(value: object) -> tuple[str, ...]:
         isinstance(name, str) and name and len(name.encode()) <= 255 for name in value
     ):
         raise Invalid("an array of vhost names (non-empty strings of at most 255 bytes)", value)
-    return tuple(dict.fromkeys(["/", *value]))
+    return tuple(dict.fromkeys([DEFAULT_VHOST, *value]))
 
 
 #: Size units as RabbitMQ spells them in disk_free_limit: powers of 1000 and of 1024.
@@ -146,7 +147,7 @@ class NodeConfig:
 
     name: str = field(default_factory=_default_name)
     host: str | None = None
-    port: int = 5672
+    port: int = DEFAULT_PORT
     data_dir: Path | None = None
     memory: bool = False
     users_file: Path | None = None
@@ -155,7 +156,7 @@ class NodeConfig:
     frame_max: int = 131072
     channel_max: int = 2047
     #: Vhosts that exist from the start; "/" always does.
-    vhosts: tuple[str, ...] = ("/",)
+    vhosts: tuple[str, ...] = (DEFAULT_VHOST,)
     #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.
     disk_free_limit: int = DEFAULT_LIMIT
     federation: FederationSettings = FederationSettings()

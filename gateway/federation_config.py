@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from gateway.names import DEFAULT_PORT, DEFAULT_VHOST, SYSTEM_EXCHANGES
 from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import (
     Check,
@@ -32,9 +33,6 @@ from gateway.tomlfile import (
 #: The ESB exchanges `attach` federates, with their types (OpenAMQ's automatic federation).
 ESB_EXCHANGES = (("amq.service", "service"), ("amq.data", "fanout"), ("amq.dataex", "fanout"))
 OUTBOX_POLICIES = ("block", "drop-oldest")
-#: Exchanges that cannot be federated besides internal ones: the default exchange and ours.
-SYSTEM_EXCHANGES = frozenset({"", "amq.gateway.management", "amq.gateway.federation"})
-DEFAULT_PORT = 5672
 DEFAULT_LOGIN = "peering"
 DEFAULT_PASSWORD = "peering"
 
@@ -106,7 +104,7 @@ class FederationSettings:
     """The [federation] table, the [[federate]] entries and the logins' passwords."""
 
     attach: str | None = None
-    attach_vhost: str = "/"
+    attach_vhost: str = DEFAULT_VHOST
     attach_login: str = DEFAULT_LOGIN
     attach_all: str | None = None
     outbox_limit: int = 100_000

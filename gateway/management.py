@@ -19,6 +19,7 @@ from pamqp import base, commands
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
 from gateway.broker.outbox import NullOutbox
+from gateway.names import DEFAULT_VHOST
 from gateway.wire.errors import REPLY_NAMES, AMQPError
 from gateway.wire.frames import make_method
 
@@ -73,7 +74,7 @@ class Management:
             "connections": len(self.broker.sessions),
         }
 
-    def list_exchanges(self, vhost: str = "/") -> list[dict[str, Any]]:
+    def list_exchanges(self, vhost: str = DEFAULT_VHOST) -> list[dict[str, Any]]:
         return [
             {
                 "name": exchange.name,
@@ -88,7 +89,7 @@ class Management:
             for exchange in self._vhost(vhost).exchanges.values()
         ]
 
-    def list_queues(self, vhost: str = "/") -> list[dict[str, Any]]:
+    def list_queues(self, vhost: str = DEFAULT_VHOST) -> list[dict[str, Any]]:
         return [
             {
                 "name": queue.name,
@@ -104,7 +105,7 @@ class Management:
             for queue in self._vhost(vhost).queues.values()
         ]
 
-    def list_bindings(self, vhost: str = "/") -> list[dict[str, Any]]:
+    def list_bindings(self, vhost: str = DEFAULT_VHOST) -> list[dict[str, Any]]:
         records = []
         for exchange in self._vhost(vhost).exchanges.values():
             for key, arguments, destination in exchange.matcher.bindings():
@@ -130,7 +131,7 @@ class Management:
         internal: bool = False,
         alternate_exchange: str | None = None,
         arguments: dict[str, Any] | None = None,
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
     ) -> None:
         table = dict(arguments or {})
         if alternate_exchange:
@@ -148,7 +149,7 @@ class Management:
             ),
         )
 
-    def delete_exchange(self, name: str, if_unused: bool = False, vhost: str = "/") -> None:
+    def delete_exchange(self, name: str, if_unused: bool = False, vhost: str = DEFAULT_VHOST) -> None:
         self._require_exchange(vhost, name)
         self._run(vhost, _method(commands.Exchange.Delete, exchange=name, if_unused=if_unused))
 
@@ -158,7 +159,7 @@ class Management:
         durable: bool = False,
         auto_delete: bool = False,
         arguments: dict[str, Any] | None = None,
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
     ) -> None:
         self._run(
             vhost,
@@ -172,7 +173,7 @@ class Management:
         )
 
     def delete_queue(
-        self, name: str, if_unused: bool = False, if_empty: bool = False, vhost: str = "/"
+        self, name: str, if_unused: bool = False, if_empty: bool = False, vhost: str = DEFAULT_VHOST
     ) -> int:
         self._require_queue(vhost, name)
         queue = self._vhost(vhost).queues[name]
@@ -186,7 +187,7 @@ class Management:
         queue: str,
         routing_key: str = "",
         arguments: dict[str, Any] | None = None,
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
     ) -> None:
         self._run(
             vhost,
@@ -205,7 +206,7 @@ class Management:
         queue: str,
         routing_key: str = "",
         arguments: dict[str, Any] | None = None,
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
     ) -> None:
         self._run(
             vhost,

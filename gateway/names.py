@@ -1,15 +1,34 @@
-"""Names every part of amq-gateway agrees on: the exchanges every vhost has, those a node
-handles itself, and the prefix reserved for them.
+"""Names every part of amq-gateway agrees on: the default vhost and port, the transports a link
+may use, the exchange types, the exchanges every vhost has, those a node handles itself, and the
+prefix reserved for them.
 
-Written once here; the broker, management, federation and the CLIs import them.
+Written once here; the broker, management, federation, the planner and the CLIs import them.
+The exchange types are the one exception to "written here": gateway.routing owns them (a type
+exists because routing has a matcher for it) and this module re-exports them. That keeps
+gateway.routing free of the rest of the project (tests/test_layers.py), and this module loads
+nothing but the standard library and gateway.routing.
 """
 
 from __future__ import annotations
+
+from gateway.routing.matchers import EXCHANGE_TYPES as EXCHANGE_TYPES
+
+#: The vhost every node has from the start, and the one a request means when it names none.
+DEFAULT_VHOST = "/"
+#: IANA's AMQP port: where a node listens, and where an address without a port points.
+DEFAULT_PORT = 5672
+#: The transports a link can use. qpid-route also knows ssl and rdma; we refuse those rather
+#: than connect in clear text for an operator who asked for encryption.
+DEFAULT_TRANSPORT = "tcp"
+TRANSPORTS: tuple[str, ...] = (DEFAULT_TRANSPORT,)
 
 #: Management requests (gateway.management_amqp): publishing here is how tools manage a node.
 MANAGEMENT_EXCHANGE = "amq.gateway.management"
 #: Dynamic routes' adverts (federation.dynamic_route), published by a downstream node.
 CONTROL_EXCHANGE = "amq.gateway.federation"
+#: Exchanges that cannot be federated (besides internal ones): the default exchange and the
+#: two the node handles itself.
+SYSTEM_EXCHANGES = frozenset({"", MANAGEMENT_EXCHANGE, CONTROL_EXCHANGE})
 
 #: Exchanges every vhost has, with their types (the last three are OpenAMQ's ESB exchanges).
 STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (

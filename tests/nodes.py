@@ -59,6 +59,18 @@ class NodeProcess:
         return self.process.returncode
 
 
+#: Every node this process started, in order; `running()` filters out the ones that ended.
+_STARTED: list[NodeProcess] = []
+
+
+def running() -> list[NodeProcess]:
+    """The nodes this process started that are still running (ready or not), oldest first:
+    what a test waiting for the federation to settle looks at."""
+    alive = [node for node in _STARTED if node.process.poll() is None and node.port]
+    _STARTED[:] = [node for node in _STARTED if node.process.poll() is None]
+    return alive
+
+
 def start_node(
     workdir: Path,
     *extra: str,
@@ -87,6 +99,7 @@ def start_node(
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     node = NodeProcess(process, log_path, data_dir, args=args)
+    _STARTED.append(node)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         match = READY.search(node.log())

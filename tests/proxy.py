@@ -9,6 +9,8 @@ Usage::
         proxy.cut()        # silence: bytes are dropped both ways, sockets stay open (half-open)
         proxy.restore()    # forward again (bytes dropped meanwhile are lost for good)
         proxy.close_all()  # drop every proxied connection, as a dead link would
+        proxy.heartbeats   # AMQP heartbeat frames seen each way ("to_target", "from_target"),
+                           # dropped ones included: what idle connections are saying
         nursery.cancel_scope.cancel()
 """
 
@@ -17,6 +19,8 @@ from __future__ import annotations
 import trio
 
 RECEIVE_SIZE = 64 * 1024
+#: An AMQP 0-9-1 heartbeat frame (type 8, channel 0, empty payload, frame end).
+HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 
 
 class TcpProxy:
@@ -33,6 +37,9 @@ class TcpProxy:
         self.target_port = target_port
         self.port = 0
         self.connections = 0  # accepted so far
+        #: Heartbeat frames read so far, per direction: "to_target" (client to node) and
+        #: "from_target". Counted in each read, so meaningful on an idle connection only.
+        self.heartbeats = {"to_target": 0, "from_target": 0}
         self._cut = False
         self._scopes: set[trio.CancelScope] = set()
 
@@ -69,17 +76,18 @@ class TcpProxy:
         try:
             with scope:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._pump, client, server)
-                    nursery.start_soon(self._pump, server, client)
+                    nursery.start_soon(self._pump, client, server, "to_target")
+                    nursery.start_soon(self._pump, server, client, "from_target")
         finally:
             self._scopes.discard(scope)
             await trio.aclose_forcefully(client)
             await trio.aclose_forcefully(server)
 
-    async def _pump(self, source: trio.SocketStream, sink: trio.SocketStream) -> None:
+    async def _pump(self, source: trio.SocketStream, sink: trio.SocketStream, direction: str) -> None:
         """Copy one direction; an EOF or error ends both directions unless the proxy is cut."""
         try:
             while data := await source.receive_some(RECEIVE_SIZE):
+                self.heartbeats[direction] += data.count(HEARTBEAT_FRAME)
                 if not self._cut:
                     await sink.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

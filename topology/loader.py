@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.names import DEFAULT_TRANSPORT
 from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
 from topology import schema
 from topology.model import (
@@ -304,7 +305,7 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
             values["to"],
             values["from"],
             durable=values.get("durable", True),
-            transport=values.get("transport", "tcp"),
+            transport=values.get("transport", DEFAULT_TRANSPORT),
             where=doc.where(where),
         )
         for where, values in entries["links"]

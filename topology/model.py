@@ -24,16 +24,14 @@ from typing import Any, Literal
 
 from federation.address import BrokerAddress
 from gateway.federation_config import cannot_federate
-from gateway.names import STANDARD_EXCHANGES
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, STANDARD_EXCHANGES
 from gateway.routing.federation_types import ALIASES, default_type
 
 #: Exchanges every node has without declaring them, with their types.
 BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)
 #: The vhost every declaration lives in (the planner manages vhost "/" only).
-VHOST = "/"
-EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+VHOST = DEFAULT_VHOST
 ROUTE_KINDS = ("dynamic", "exchange", "queue")
-TRANSPORTS = ("tcp",)
 
 Severity = Literal["error", "warning", "info"]
 
@@ -120,7 +118,7 @@ class Link:
     opener: str
     peer: str
     durable: bool = True
-    transport: str = "tcp"
+    transport: str = DEFAULT_TRANSPORT
     where: str = ""
 
 

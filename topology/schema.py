@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.names import EXCHANGE_TYPES, TRANSPORTS
 from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import Check, Invalid, boolean, integer, one_of, text
-from topology.model import EXCHANGE_TYPES, ROUTE_KINDS, TRANSPORTS
+from topology.model import ROUTE_KINDS
 
 #: Node names: they name `./var/<node>`, so no "/" and no leading dot.
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")

@@ -18,6 +18,7 @@ from federation import formatting
 from federation.address import BrokerAddress
 from federation.cli.common import broker_address, count, default, parse, run, timeout_seconds
 from federation.management_client import Client, ClientFactory, ManagementClient
+from gateway.names import DEFAULT_PORT
 
 #: --policy-type: what a full queue does, as the x-overflow argument RabbitMQ clients know.
 OVERFLOW = {"reject": "reject-publish", "ring": "drop-head"}
@@ -153,8 +154,8 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
         dest="broker",
         type=broker_address,
         metavar="ADDRESS",
-        default=default(broker_address("localhost:5672"), main),
-        help="the node to manage (default localhost:5672)",
+        default=default(broker_address(f"localhost:{DEFAULT_PORT}"), main),
+        help=f"the node to manage (default localhost:{DEFAULT_PORT})",
     )
     parser.add_argument(
         "-t",

@@ -39,14 +39,11 @@ from federation.requests import (
 )
 from federation.routemap import MapWalk, NodeView, link_endpoint, read_view
 from gateway.federation_config import ALIASES, TYPES
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS
 
 LOCALHOST = "localhost"
-#: The only transport links support; qpid's rdma and ssl are refused with a usage error.
-TRANSPORTS = ("tcp",)
 #: What `federate add --type` accepts: the node's federation types and their aliases (data).
 FEDERATION_TYPES = (*TYPES, *ALIASES)
-#: The vhost of the exchange `federate` names unless --vhost is given.
-DEFAULT_VHOST = "/"
 
 USAGE = """\
 amq-route [OPTIONS] link add  <dest-broker> <src-broker>
@@ -365,7 +362,7 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
         "-t",
         "--transport",
         metavar="TRANSPORT",
-        default=default("tcp", main),
+        default=default(DEFAULT_TRANSPORT, main),
         help="transport of new links (only tcp)",
     )
     parser.add_argument(

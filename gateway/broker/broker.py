@@ -15,6 +15,7 @@ from gateway.broker.records import Snapshot
 from gateway.broker.session import ExchangeHandler, Hold, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
+from gateway.names import DEFAULT_VHOST
 from gateway.wire.errors import not_allowed
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class Broker:
         self.store = store
         self.node_name = node_name
         self.clock = clock
-        self.vhosts: dict[str, VHost] = {"/": VHost(self, "/")}
+        self.vhosts: dict[str, VHost] = {DEFAULT_VHOST: VHost(self, DEFAULT_VHOST)}
         self.sessions: dict[int, Session] = {}
         #: Ids for messages, unique across restarts (recover() moves this past stored ones).
         self.next_message_id = 1

@@ -16,8 +16,7 @@ from gateway.broker.arguments import (
 )
 from gateway.broker.exchange import Exchange
 from gateway.broker.names import describe, generated_queue_name
-from gateway.names import RESERVED_PREFIX
-from gateway.routing.matchers import EXCHANGE_TYPES
+from gateway.names import EXCHANGE_TYPES, RESERVED_PREFIX
 from gateway.wire.errors import access_refused, command_invalid, precondition_failed
 from gateway.wire.frames import make_method
 

@@ -16,7 +16,8 @@ _TYPES: dict[str, type[Matcher]] = {
     "headers": HeadersMatcher,
 }
 
-EXCHANGE_TYPES = frozenset(_TYPES)
+#: The exchange types, in the order error messages list them; gateway.names re-exports them.
+EXCHANGE_TYPES: tuple[str, ...] = tuple(_TYPES)
 
 
 def matcher_for(exchange_type: str) -> Matcher:

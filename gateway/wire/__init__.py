@@ -21,7 +21,7 @@ from gateway.wire.connection import (
     ServerConnection as ServerConnection,
 )
 from gateway.wire.connection import (
-    default_server_properties as default_server_properties,
+    server_properties as server_properties,
 )
 from gateway.wire.content import Content as Content
 from gateway.wire.errors import AMQPError as AMQPError
@@ -131,6 +131,6 @@ __all__ = [
     "ProtocolHeaderRejected",
     "ServerConnection",
     "VhostRequested",
-    "default_server_properties",
     "make_method",
+    "server_properties",
 ]

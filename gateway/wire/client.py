@@ -166,7 +166,7 @@ def default_client_properties() -> dict[str, Any]:
     """Start-Ok's client properties: the capabilities make servers (ours and RabbitMQ) send
     confirms and nacks, consumer-cancel notifications, Connection.Blocked, and a 403 Close
     instead of a dropped socket when the password is wrong."""
-    from gateway import __version__  # late, as in default_server_properties
+    from gateway import __version__  # late, as in server_properties
 
     return {
         "product": "amq-gateway federation",

@@ -106,28 +106,52 @@ class Negotiated:
     heartbeat: int
 
 
-def default_server_properties() -> dict[str, Any]:
-    """What Connection.Start announces when the caller gives nothing: RabbitMQ's shape, so
-    clients enable the extensions we implement (and leave direct reply-to alone)."""
+#: What Connection.Start's "capabilities" table announces: RabbitMQ's names, so clients enable
+#: the extensions we implement. docs/amqp.md lists them (a test holds the two together);
+#: `direct_reply_to` is announced false because there is no direct reply-to.
+CAPABILITIES: dict[str, bool] = {
+    "publisher_confirms": True,
+    "consumer_cancel_notify": True,
+    "basic.nack": True,
+    "exchange_exchange_bindings": True,
+    "connection.blocked": True,
+    "authentication_failure_close": True,
+    "per_consumer_qos": True,
+    "direct_reply_to": False,
+}
+
+
+def server_properties(node_name: str | None = None) -> dict[str, Any]:
+    """The Connection.Start properties a node announces, which clients log and check
+    capabilities in (docs/amqp.md, "Connection.Start").
+
+    Args:
+        node_name: announced as `cluster_name` (what RabbitMQ clients show as the broker's
+            name); left out when None, as for a bare `ServerConnection()`.
+
+    Returns:
+        A new dict (the caller may change it): product, version, platform, copyright,
+        information, cluster_name when named, and a copy of `CAPABILITIES`.
+    """
     from gateway import (
         __version__,  # late: gateway/__init__ may one day import from wire
     )
 
-    return {
+    properties: dict[str, Any] = {
         "product": "amq-gateway",
         "version": __version__,
         "platform": "Python/Trio",
-        "capabilities": {
-            "publisher_confirms": True,
-            "exchange_exchange_bindings": True,
-            "basic.nack": True,
-            "consumer_cancel_notify": True,
-            "connection.blocked": True,
-            "authentication_failure_close": True,
-            "per_consumer_qos": True,
-            "direct_reply_to": False,
-        },
     }
+    if node_name is not None:
+        properties["cluster_name"] = node_name
+    properties["copyright"] = "amq-gateway contributors"
+    properties["information"] = "AMQP 0-9-1 federation and routing gateway"
+    properties["capabilities"] = dict(CAPABILITIES)
+    return properties
+
+
+#: ServerConnection's default, under a name its `server_properties` argument does not shadow.
+_default_server_properties = server_properties
 
 
 class FrameIO:
@@ -213,7 +237,7 @@ class ServerConnection(FrameIO):
     """One client connection, server role. See the module docstring for the theory.
 
     Args:
-        server_properties: Connection.Start's table; `default_server_properties()` if None.
+        server_properties: Connection.Start's table; `server_properties()` if None.
         frame_max: the largest frame we accept and propose (at least 4096).
         channel_max: the highest channel id we propose (1..65535).
         heartbeat: the heartbeat interval we propose, in seconds (0: none).
@@ -244,7 +268,7 @@ class ServerConnection(FrameIO):
         self.client_capabilities: dict[str, Any] = {}
         self.username: str | None = None
         self._server_properties = (
-            default_server_properties() if server_properties is None else server_properties
+            _default_server_properties() if server_properties is None else server_properties
         )
         self._mechanisms = mechanisms
         self._proposed = Negotiated(channel_max, frame_max, heartbeat)

@@ -17,7 +17,8 @@ from tests.nodes import NodeProcess
 
 WAIT = 10.0
 #: How long the descriptors stay exhausted: the node retries every 0.1 s, so the old code logged
-#: about ten tracebacks in this time, and the new one must log the one line only.
+#: about ten tracebacks in this time, and the new one must log the one line only (its summary
+#: line, written when accepting works again, says how many retries there were).
 BURST = 1.0
 ERROR_LINE = re.compile(r"ERROR gateway\.server: accept failed \(\[Errno 24\] Too many open files\)")
 SUMMARY = re.compile(
@@ -46,15 +47,13 @@ def test_emfile_in_accept_is_logged_once_per_burst_and_the_node_recovers(nodes) 
         for _ in range(20):  # ten are accepted, the rest wait in the listen backlog
             held.append(socket.create_connection(("127.0.0.1", node.port), timeout=WAIT))
         wait_for(node, ERROR_LINE)
-        # Observing that nothing more is logged takes an interval: see BURST.
-        deadline = time.monotonic() + BURST
-        while time.monotonic() < deadline and len(ERROR_LINE.findall(node.log())) < 2:
-            time.sleep(0.02)
-        errors = len(ERROR_LINE.findall(node.log()))
-        assert errors == 1, f"{errors} error lines for one burst:\n{node.log()[-3000:]}"
+        # Pacing, not the proof: the burst lasts long enough for several retries. The proof is
+        # below, in the node's own count of them.
+        time.sleep(BURST)
     finally:
         for sock in held:
             sock.close()
+    # The summary line counts the failed accepts of the burst: several of them, one error line.
     failures = int(wait_for(node, SUMMARY).group(1))
     log = node.log()
     assert failures >= 2, log[-3000:]

@@ -16,6 +16,7 @@ from federation.client import (
     ChannelClosedByPeer,
     ClientError,
     ConnectFailed,
+    Connection,
     ConnectionLost,
     ConsumerCancelled,
     PublishNacked,
@@ -124,6 +125,12 @@ async def test_ten_thousand_pipelined_publishes_with_confirms(shared_node: NodeP
             assert declare_ok.message_count == 0
 
 
+async def reader_stalls(conn: Connection) -> None:
+    """Until the connection's reader waits for room in a full channel buffer (caller bounds it)."""
+    while not conn.reading_paused:
+        await trio.sleep(0.01)
+
+
 async def test_a_slow_consumer_loses_nothing_with_a_tiny_buffer(shared_node: NodeProcess) -> None:
     """No qos and a 5-delivery buffer: the reader waits for the application instead of
     buffering, and every message still arrives, in order, once the application reads."""
@@ -135,7 +142,7 @@ async def test_a_slow_consumer_loses_nothing_with_a_tiny_buffer(shared_node: Nod
             for i in range(500):
                 channel.publish("", queue, Content.from_properties(None, b"%d" % i))
             await channel.consume(queue, no_ack=True)
-            await trio.sleep(0.2)  # let the buffer fill and the reader stall
+            await reader_stalls(conn)
             bodies = []
             async for delivery in channel.deliveries():
                 bodies.append(delivery.content.body)
@@ -195,17 +202,24 @@ async def test_silent_network_is_detected_by_heartbeats(shared_node: NodeProcess
     proxy = TcpProxy("127.0.0.1", shared_node.port)
     async with trio.open_nursery() as nursery:
         port = await nursery.start(proxy.serve)
+        sent_at_cut: int | None = None
         with trio.fail_after(20), pytest.raises(ConnectionLost) as caught:
             async with connect(BrokerAddress("127.0.0.1", port), heartbeat=1) as conn:
                 channel = await conn.channel()
                 await channel.call(commands.Queue.Declare(queue=unique("fc-heartbeat"), auto_delete=True))
-                await trio.sleep(2.5)  # heartbeats keep an idle connection alive
+                # Idle for more than two intervals (the client beats every 0.5 s, the node
+                # every 1 s), and the heartbeats alone keep it alive: the proxy counts them.
+                while proxy.heartbeats["to_target"] < 5 or proxy.heartbeats["from_target"] < 3:
+                    await trio.sleep(0.05)
                 proxy.cut()
-                cut_at = trio.current_time()
+                sent_at_cut = proxy.heartbeats["to_target"]
                 await trio.sleep_forever()
+        assert sent_at_cut is not None, f"lost before the cut: {caught.value}"
         assert str(caught.value) == f"missed heartbeats from 127.0.0.1:{port}"
-        # Two intervals of silence since the last byte, which came up to ~1 s before the cut.
-        assert 1 <= trio.current_time() - cut_at < 4
+        # Two intervals of silence since the node's last heartbeat (up to one interval before
+        # the cut): the client gives up after a few of its own beats into the silence, counted
+        # in beats rather than seconds.
+        assert 1 <= proxy.heartbeats["to_target"] - sent_at_cut <= 6
         nursery.cancel_scope.cancel()
 
 
@@ -285,7 +299,7 @@ async def test_closing_a_stalled_channel_frees_the_reader(shared_node: NodeProce
             for _ in range(50):
                 stalled.publish("", queue, Content.from_properties(None, b"m"))
             await stalled.consume(queue)
-            await trio.sleep(0.2)
+            await reader_stalls(conn)
             with trio.fail_after(2):
                 await stalled.close()
             other = await conn.channel()

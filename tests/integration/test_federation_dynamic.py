@@ -23,6 +23,7 @@ from tests.integration.test_federation_routes import (
     operational,
     publish,
     route,
+    settled,
     sink_queue,
     wait_link,
 )
@@ -30,6 +31,9 @@ from tests.nodes import NodeProcess
 
 EXCHANGE = "fed.topic"
 PROBE = b"probe-"
+#: The last message each node publishes in `exactly_once`: it follows the same paths as the
+#: messages before it, and each path is FIFO (bridge queue, route, confirms in order).
+END = b"end-"
 
 
 async def config(node: NodeProcess, *args: str) -> None:
@@ -83,7 +87,10 @@ class Subscriber:
         return {body for body in self.bodies if body.startswith(PROBE)}
 
     def messages(self) -> list[bytes]:
-        return [body for body in self.bodies if not body.startswith(PROBE)]
+        return [body for body in self.bodies if not body.startswith((PROBE, END))]
+
+    def ends(self) -> list[bytes]:
+        return [body for body in self.bodies if body.startswith(END)]
 
 
 async def exactly_once(group: Sequence[NodeProcess], count: int = 50) -> None:
@@ -97,17 +104,21 @@ async def exactly_once(group: Sequence[NodeProcess], count: int = 50) -> None:
         while any(subscriber.origins() != probes for subscriber in subscribers):
             for node in group:
                 await publish(node, EXCHANGE, "probe", [PROBE + str(node.port).encode()])
-            await trio.sleep(0.2)
-        await trio.sleep(0.5)  # probes in flight arrive; paths settle
+            await trio.sleep(0.2)  # pacing: one round of probes, then look again
+        await settled(group)  # the probes still in flight have arrived
         expected = [body for node in group for body in bodies(f"m{node.port}", count)]
+        ends = [END + str(node.port).encode() for node in group]
         async with trio.open_nursery() as publishers:
             for node in group:
-                publishers.start_soon(publish, node, EXCHANGE, "k", bodies(f"m{node.port}", count))
-        while any(len(subscriber.messages()) < len(expected) for subscriber in subscribers):
+                own = [*bodies(f"m{node.port}", count), END + str(node.port).encode()]
+                publishers.start_soon(publish, node, EXCHANGE, "k", own)
+        # Every path carried each node's END after its messages; then nothing is in flight.
+        while any(set(subscriber.ends()) != set(ends) for subscriber in subscribers):
             await trio.sleep(0.05)
-        await trio.sleep(0.5)  # long enough for a duplicate to show up
+        await settled(group)
         for subscriber in subscribers:
             assert Counter(subscriber.messages()) == Counter(expected), subscriber.node.port
+            assert Counter(subscriber.ends()) == Counter(ends), subscriber.node.port
         nursery.cancel_scope.cancel()
 
 
@@ -135,11 +146,11 @@ async def test_seed_walkthrough_dynamic_routes(nodes: Callable[..., NodeProcess]
         while True:  # withdrawing the interest takes one advert to reach B
             before = await forwarded(a)
             await publish(b, EXCHANGE, "a.y", [b"after unbind"])
-            await trio.sleep(0.2)
+            await settled((a, b))  # forwarded by now, if it was forwarded at all
             if await forwarded(a) == before:
                 break
         await publish(b, EXCHANGE, "a.z", [b"after unbind"])
-        await trio.sleep(0.3)
+        await settled((a, b))
         assert await forwarded(a) == before
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from pamqp import commands
 
 from federation.client import connect
 from gateway.wire import Content
-from tests.integration.test_federation_routes import address, manage
+from tests.integration.test_federation_routes import address, manage, settled
 from tests.nodes import NodeProcess
 
 PERSISTENT = commands.Basic.Properties(delivery_mode=2)
@@ -70,19 +72,41 @@ async def publish(node: NodeProcess, exchange: str, key: str, bodies: list[bytes
         await channel.wait_for_confirms()
 
 
-async def received(node: NodeProcess, queue: str, settle: float = 0.5) -> list[bytes]:
-    """Everything the queue gets until it has been quiet for `settle` seconds."""
-    bodies: list[bytes] = []
-    async with connect(address(node)) as connection:
-        channel = await connection.channel()
-        await channel.consume(queue, no_ack=True)
-        deliveries = channel.deliveries()
-        while True:
-            with trio.move_on_after(settle) as quiet:
-                delivery = await anext(aiter(deliveries))
-                bodies.append(delivery.content.body)
-            if quiet.cancelled_caught:
-                return bodies
+async def received(node: NodeProcess, queue: str) -> list[bytes]:
+    """Everything the queue gets, in order, until the nodes have settled (see `read_settled`)."""
+    return (await read_settled({queue: (node, queue)}))[queue]
+
+
+async def read_settled(queues: dict[str, tuple[NodeProcess, str]]) -> dict[str, list[bytes]]:
+    """What each queue gets, consumed concurrently, until the nodes have settled (nothing in
+    flight, every consumed queue empty, counters still: test_federation_routes.settled); then a
+    marker published into each queue ends its reading, so a message that was coming has come."""
+    got: dict[str, list[bytes]] = {name: [] for name in queues}
+    marker = f"received-marker-{uuid.uuid4().hex[:8]}".encode()
+
+    async def read(
+        name: str,
+        node: NodeProcess,
+        queue: str,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with connect(address(node)) as connection:
+            channel = await connection.channel()
+            await channel.consume(queue, no_ack=True)
+            task_status.started()
+            async for delivery in channel.deliveries():
+                if delivery.content.body == marker:
+                    return
+                got[name].append(delivery.content.body)
+
+    async with trio.open_nursery() as nursery:
+        for name, (node, queue) in queues.items():
+            await nursery.start(partial(read, name, node, queue))
+        await settled()
+        for node, queue in queues.values():
+            await publish(node, "", queue, [marker])
+    return got
 
 
 async def test_fanout_delivers_each_message_once_to_every_subscriber(
@@ -202,7 +226,7 @@ async def test_children_start_first_and_nothing_is_lost_while_the_parent_is_away
         parent.kill()  # SIGKILL in the middle of the stream
         await publish(child, "amq.data", "k", sent[200:], delivery_mode=2)
         parent = nodes("p", data_dir=data, port=port)
-        got = await received(parent, "sub", settle=2.0)
+        got = await received(parent, "sub")
         # At least once: every message arrives; a message in flight at the kill may come twice.
         assert set(got) == set(sent)
         assert [body for body in got if body in sent[200:]] == sent[200:]
@@ -212,9 +236,8 @@ async def test_children_start_first_and_nothing_is_lost_while_the_parent_is_away
 #
 # Each checks exact delivery lists (sorted lists, so a duplicate fails). Waits go by the
 # federations.list counters (`forwarded` counts what the parent confirmed, `received` what a
-# child republished locally) before the queues are read, so `received` needs only a short settle.
-
-SETTLE = 0.3
+# child republished locally) before the queues are read, and reading ends once the nodes have
+# settled, not after a quiet interval.
 
 
 async def declare(exchange: str, kind: str, *on: NodeProcess) -> None:
@@ -254,19 +277,9 @@ async def upstream(parent: NodeProcess, exchange: str, key: str) -> list[str]:
     return sorted(b["destination"] for b in bindings if (b["exchange"], b["routing_key"]) == (exchange, key))
 
 
-async def received_by(
-    queues: dict[str, tuple[NodeProcess, str]], settle: float = SETTLE
-) -> dict[str, list[bytes]]:
-    """What each queue gets (sorted), read concurrently."""
-    got: dict[str, list[bytes]] = {}
-
-    async def read(name: str, node: NodeProcess, queue: str) -> None:
-        got[name] = sorted(await received(node, queue, settle))
-
-    async with trio.open_nursery() as nursery:
-        for name, (node, queue) in queues.items():
-            nursery.start_soon(read, name, node, queue)
-    return dict(sorted(got.items()))
+async def received_by(queues: dict[str, tuple[NodeProcess, str]]) -> dict[str, list[bytes]]:
+    """What each queue gets (sorted), read concurrently until the nodes have settled."""
+    return {name: sorted(bodies) for name, bodies in sorted((await read_settled(queues)).items())}
 
 
 Returned = tuple[int, str, str, bytes]
@@ -378,15 +391,16 @@ async def test_publisher_forwards_every_publish_and_subscribes_to_nothing(
             "c1b": (one, await subscriber(one, exchange, "k", "on-c1-b")),
             "c2": (two, await subscriber(two, exchange, "k", "on-c2")),
         }
-        # No binding is mirrored: the parent's only one is its own queue's.
-        await trio.sleep(0.3)
-        bindings = [b for b in await manage(parent, "bindings.list") if b["exchange"] == exchange]
-        assert [(b["destination"], b["routing_key"]) for b in bindings] == [("on-p", "k")]
         await publish(one, exchange, "k", [b"from-c1"])
         await publish(parent, exchange, "k", [b"from-p"])
         await publish(two, exchange, "other", [b"from-c2-unbound"])
         await wait_counter(one, exchange, "forwarded", 1)
         await wait_counter(two, exchange, "forwarded", 1)
+        # No binding is mirrored: the parent's only one is its own queue's. Each child's
+        # forwarded message went over its link after its bindings were made, so a mirrored
+        # binding would have reached the parent before it.
+        bindings = [b for b in await manage(parent, "bindings.list") if b["exchange"] == exchange]
+        assert [(b["destination"], b["routing_key"]) for b in bindings] == [("on-p", "k")]
         assert await received_by(queues) == {
             "c1": [b"from-c1"],
             "c1b": [b"from-c1"],
@@ -420,7 +434,7 @@ async def test_publisher_does_not_return_a_mandatory_publish_routed_locally(
             [b"delivered"],
             lambda: wait_counter(child, exchange, "forwarded", 1),
         )
-        assert await received(child, "on-c1", SETTLE) == [b"delivered"]
+        assert await received(child, "on-c1") == [b"delivered"]
         # mandatory means "route it to at least one queue", and a queue on c1 got it.
         assert returns == []
         assert (await federation(child, exchange))["returned"] == 0

@@ -14,6 +14,7 @@ import pika.exceptions
 import pytest
 from pamqp import commands
 
+from gateway.wire import server_properties
 from tests.nodes import NodeProcess, start_node
 from tests.rawclient import RawClient
 
@@ -59,6 +60,26 @@ def test_server_properties_announce_capabilities(connection) -> None:
         "authentication_failure_close",
     ):
         assert capabilities[name] is True, name
+
+
+def _plain(value):
+    """pika's decoded table value with its byte strings as text."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gateway/server.py still announces its own copy of the properties, without "
+    "direct_reply_to; it is to import gateway.wire.server_properties instead (issue 12)",
+)
+def test_the_node_announces_the_wire_layers_server_properties(connection) -> None:
+    """What the node really sends in Connection.Start is gateway.wire's one definition: the
+    capabilities docs/amqp.md lists (direct_reply_to false included) and the node's name."""
+    announced = _plain(connection._impl.server_properties)
+    assert announced == server_properties("shared")  # conftest starts shared_node as "shared"
+    assert announced["capabilities"]["direct_reply_to"] is False
 
 
 def test_publish_and_get_round_trip_every_property(channel) -> None:
@@ -350,6 +371,14 @@ def test_alternate_exchange_catches_unroutable(channel) -> None:
     assert [b for _, _, b in get_all(channel, queue)] == [b"caught"]
 
 
+def wait_depth(channel, queue: str, depth: int, bound: float = 5.0) -> None:
+    """Until `queue` holds `depth` ready messages (passive declares do not touch messages)."""
+    deadline = time.monotonic() + bound
+    while (count := channel.queue_declare(queue, passive=True).method.message_count) != depth:
+        assert time.monotonic() < deadline, f"{queue}: {count} messages, not {depth}, after {bound}s"
+        time.sleep(0.02)
+
+
 def test_message_ttl_and_per_message_expiration(channel) -> None:
     queue = unique("ttl")
     channel.queue_declare(queue, arguments={"x-message-ttl": 200})
@@ -358,7 +387,8 @@ def test_message_ttl_and_per_message_expiration(channel) -> None:
     channel.queue_declare(plain)
     channel.basic_publish("", plain, b"expires", pika.BasicProperties(expiration="200"))
     channel.basic_publish("", plain, b"stays")
-    time.sleep(0.6)
+    wait_depth(channel, queue, 0)
+    wait_depth(channel, plain, 1)
     assert get_all(channel, queue) == []
     assert [b for _, _, b in get_all(channel, plain)] == [b"stays"]
 
@@ -404,7 +434,7 @@ def test_dead_lettering_on_reject_expiry_and_overflow(channel) -> None:
     method, _, body = channel.basic_get(source)
     assert body == b"rejected"
     channel.basic_reject(method.delivery_tag, requeue=False)
-    time.sleep(0.7)
+    wait_depth(channel, dead, 3)  # the overflowed, the rejected and, after its TTL, the expired
     dead_letters = {body: props.headers for _, props, body in get_all(channel, dead)}
     assert set(dead_letters) == {b"overflowed", b"rejected", b"expired"}
     reasons = {body: headers["x-death"][0]["reason"] for body, headers in dead_letters.items()}
@@ -522,10 +552,19 @@ def test_unused_queue_expires(connection, channel) -> None:
     queue = unique("expires")
     channel.queue_declare(queue, arguments={"x-expires": 300})
     channel.basic_publish("", queue, b"does not keep it alive")
-    time.sleep(0.8)
-    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
-        channel.queue_declare(queue, passive=True)
-    assert closed.value.reply_code == 404
+    # Until a passive declare (which does not count as use) finds it gone; a 404 closes the
+    # channel, so each look has a channel of its own.
+    deadline = time.monotonic() + 5
+    while True:
+        look = connection.channel()
+        try:
+            look.queue_declare(queue, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as closed:
+            assert closed.reply_code == 404
+            break
+        look.close()
+        assert time.monotonic() < deadline, f"{queue} still there after 5 s"
+        time.sleep(0.02)
 
 
 def test_ttl_expires_promptly_at_the_head(connection, channel) -> None:

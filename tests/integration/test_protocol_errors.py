@@ -7,7 +7,6 @@ node still works, as the issue demands.
 from __future__ import annotations
 
 import struct
-import time
 
 import pika
 import pytest
@@ -167,9 +166,10 @@ def test_properties_round_trip_byte_exact(shared_node, client) -> None:
 
 def test_heartbeat_timeout_closes_silent_client(shared_node, client) -> None:
     client.handshake(heartbeat=1)
-    started = time.monotonic()
+    host, port = client.sock.getsockname()[:2]
     assert client.read_until_closed(timeout=8)  # silent for two intervals, plus the check period
-    assert time.monotonic() - started >= 1.5
+    # Why the node closed, in its own words (written before the close): our silence.
+    assert f"{host}:{port}: missed heartbeats from client, timeout: 1s; closing" in shared_node.log()
     assert_node_still_serves(shared_node)
 
 

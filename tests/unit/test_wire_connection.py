@@ -4,7 +4,9 @@ the connection sends back is decoded with pamqp."""
 from __future__ import annotations
 
 import random
+import re
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +33,9 @@ from gateway.wire import (
     ProtocolHeaderRejected,
     ServerConnection,
     VhostRequested,
+    server_properties,
 )
+from gateway.wire.connection import CAPABILITIES
 
 HEADER = b"AMQP\x00\x00\x09\x01"
 CLIENT_PROPERTIES = {
@@ -195,6 +199,34 @@ def test_custom_server_properties_and_mechanisms() -> None:
     feed(conn, HEADER)
     [(_, start)] = sent(conn)
     assert (start.server_properties, start.mechanisms) == ({"product": "x"}, "PLAIN")
+
+
+def test_server_properties_name_the_node_and_are_fresh_each_time() -> None:
+    named = server_properties("hub")
+    assert named["cluster_name"] == "hub"
+    assert "cluster_name" not in server_properties()
+    assert named["capabilities"] == CAPABILITIES
+    named["capabilities"]["direct_reply_to"] = True  # a caller's change stays its own
+    assert server_properties("hub")["capabilities"]["direct_reply_to"] is False
+
+
+def _documented_start() -> dict[str, str]:
+    """docs/amqp.md's "Connection.Start" table: field -> value cell."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "amqp.md"
+    section = docs.read_text().split("### Connection.Start", 1)[1].split("\n### ", 1)[0]
+    return dict(re.findall(r"^\| (.+?) \| (.+?) \|$", section, re.MULTILINE))
+
+
+def test_the_capabilities_are_those_docs_amqp_md_promises() -> None:
+    cell = _documented_start()["`capabilities`"]
+    promised_true, promised_false = cell.split("all `true`")
+    expected = dict.fromkeys(re.findall(r"`([\w.]+)`", promised_true), True)
+    expected |= dict.fromkeys(re.findall(r"`([\w.]+)` `false`", promised_false), False)
+    assert expected["direct_reply_to"] is False
+    assert CAPABILITIES == expected
+    documented = _documented_start()
+    assert documented["`platform`"] == f"`{server_properties()['platform']}`"
+    assert documented["`server_properties.product`"] == f"`{server_properties()['product']}`"
 
 
 def test_handshake_byte_by_byte_equals_whole() -> None:
