@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "federation", "topology")
 #: The modules that compose the node and the console scripts: the only ones in gateway/ that
 #: know federation and the planner.
-COMPOSITION_ROOTS = {"gateway.server", "gateway.cli"}
+COMPOSITION_ROOTS = {"gateway.node", "gateway.cli"}
 
 _PROBE = """
 import importlib, json, sys

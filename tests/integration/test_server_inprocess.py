@@ -7,8 +7,8 @@ import trio
 from pamqp import commands
 
 from gateway.broker import Session
+from gateway.node import Node
 from gateway.security import UsersDB
-from gateway.server import Node
 from tests.rawclient import RawClient
 
 
