@@ -33,7 +33,7 @@ from pamqp import commands
 
 from federation.errors import ChannelClosedByPeer, ClientError, ConsumerCancelled, PublishNacked
 from gateway.broker import Broker, Session
-from gateway.broker.outbox import Delivery, NullOutbox
+from gateway.broker.outbox import Delivery, DeliveryFields, NullOutbox
 from gateway.wire import make_method
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
@@ -240,8 +240,8 @@ class LocalSource(_InternalOutbox):
         elif isinstance(method, commands.Basic.Cancel):
             self._push(ConsumerCancelled(method.consumer_tag))
 
-    def send_deliver(self, delivery: Delivery) -> None:
-        self._push(delivery)
+    def send_deliver(self, delivery: DeliveryFields) -> None:
+        self._push(Delivery._make(delivery))
 
     def _push(self, item: Delivery | ConsumerCancelled) -> None:
         self._buffer.append(item)

@@ -33,7 +33,7 @@ from pamqp import commands
 
 from gateway import __version__
 from gateway.broker import Broker, Session
-from gateway.broker.outbox import Delivery, GetOk, Return
+from gateway.broker.outbox import DeliveryFields, GetOk, Return
 from gateway.security import AuthenticationFailed, Logins
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection
@@ -215,7 +215,7 @@ class ConnectionHandler:
         self.wire.send_method(channel, method)
         self._wakeup.set()
 
-    def send_deliver(self, delivery: Delivery) -> None:
+    def send_deliver(self, delivery: DeliveryFields) -> None:
         channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content, _ = delivery
         self.wire.send_deliver(
             channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content

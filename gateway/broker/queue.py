@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Hashable, Iterable
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.arguments import QueueOptions
 from gateway.broker.message import Entry, Message
-from gateway.broker.outbox import Delivery
 from gateway.broker.ready import FifoReady, PriorityReady
 
 if TYPE_CHECKING:
@@ -22,9 +20,6 @@ if TYPE_CHECKING:
     from gateway.broker.session import Session
     from gateway.broker.store import StoreWriter
     from gateway.broker.vhost import VHost
-
-#: Delivery(...) without NamedTuple's Python-level __new__: half the cost, paid per message.
-_new_delivery = partial(tuple.__new__, Delivery)
 
 
 class Queue:
@@ -295,18 +290,16 @@ class Queue:
             channel.held_bytes += message.size
             if self.store is not None and message.persistent and not entry.redelivered:
                 self.store.mark_delivered(self.vhost.name, self.name, message.id)
-        channel.outbox.send_deliver(
-            _new_delivery(
-                (
-                    channel.number,
-                    consumer.tag,
-                    tag,
-                    entry.redelivered,
-                    message.exchange,
-                    message.routing_key,
-                    message.content,
-                    message.return_to,
-                )
+        channel.outbox.send_deliver(  # DeliveryFields
+            (
+                channel.number,
+                consumer.tag,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
+                message.content,
+                message.return_to,
             )
         )
 

@@ -68,7 +68,7 @@ class FakeOutbox:
     # The model's value objects are named tuples; recorded as dataclasses, so that `methods()`
     # tells them apart from (channel, method) pairs.
 
-    def send_deliver(self, delivery: outbox.Delivery) -> None:
+    def send_deliver(self, delivery: outbox.DeliveryFields) -> None:
         self.sent.append(Delivery(*delivery))
 
     def send_get_ok(self, get_ok: outbox.GetOk) -> None:
