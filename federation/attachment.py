@@ -36,7 +36,7 @@ import trio
 from pamqp import commands
 
 from federation.address import BrokerAddress
-from federation.local import LocalChannelClosed, LocalDelivery, LocalSink, LocalSource
+from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
 from federation.returns import PendingReturns, describe_return, take_return_id, with_return_id
 from federation.routes import (
@@ -50,11 +50,12 @@ from federation.routes import (
     close_route_channel,
 )
 from gateway.broker.exchange import Exchange
+from gateway.broker.hold import Hold
 from gateway.broker.message import Message
+from gateway.broker.outbox import Delivery
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.federation_config import cannot_federate
-from gateway.hold import EventHold
 from gateway.management import ManagementError
 from gateway.names import DEFAULT_VHOST
 from gateway.routing.bindings import Identity, binding_identity
@@ -121,7 +122,7 @@ class Attachment:
         self.forwarded = RouteStats()
         self.received = RouteStats()
         self.returned = 0
-        self._gate: EventHold | None = None
+        self._gate: Hold | None = None
         self.exchange: Exchange | None = None
 
     # -- life cycle -------------------------------------------------------------------------
@@ -203,14 +204,12 @@ class Attachment:
         if config.outbox_policy != "block" or len(outbox.ready) < config.outbox_limit:
             return
         if self._gate is None:
-            self._gate = EventHold(
+            self._gate = Hold(
                 f"federation outbox of exchange '{config.exchange}' is full "
                 f"({config.outbox_limit} messages; parent {config.host}:{config.port})"
             )
             LOGGER.warning("%s: holding its publishers", self._gate.reason)
-        session = self.vhost.broker.sessions.get(publisher)
-        if session is not None and session.hold is None:
-            session.hold = self._gate
+        self.vhost.broker.hold_publisher(publisher, self._gate)
 
     def drained(self) -> None:
         """The outbox shrank: publishers go on once it is below RELEASE_AT of its limit."""
@@ -292,7 +291,7 @@ class _ReturningForwarder(Forwarder):
         self._returns = PendingReturns(trio.current_time)
         channel.on_return = self._returned
 
-    def _publish(self, delivery: LocalDelivery) -> int:
+    def _publish(self, delivery: Delivery) -> int:
         content = delivery.content
         if delivery.return_to is not None:
             return_id = self._returns.add(delivery.return_to)
@@ -311,12 +310,9 @@ class _ReturningForwarder(Forwarder):
             )
             return
         self._attachment.returned += 1
-        session_id, channel = return_to
-        session = self._attachment.vhost.broker.sessions.get(session_id)
-        if session is not None and channel in session.channels:
-            session.outbox.send_return(
-                channel, event.reply_code, event.reply_text, event.exchange, event.routing_key, content
-            )
+        self._attachment.vhost.broker.return_to_publisher(
+            return_to, event.reply_code, event.reply_text, event.exchange, event.routing_key, content
+        )
 
 
 class Peering:

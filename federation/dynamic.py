@@ -105,18 +105,12 @@ class FederatedExchange:
         content: Content,
         stamp: Stamp,
     ) -> None:
-        broker = self.vhost.broker
         trace = (*stamp.trace, self.tag)
         for neighbour, origins in plan.items():
             bridge = self.bridges.get(neighbour)
             if bridge is None:
                 continue
-            forwarded = stamped(content, stamp, origins, trace)
-            message_id = broker.next_message_id
-            broker.next_message_id = message_id + 1
-            bridge.publish(
-                Message(message_id, self.exchange, routing_key, forwarded, forwarded.persistent, None, 0)
-            )
+            self.vhost.enqueue(bridge, self.exchange, routing_key, stamped(content, stamp, origins, trace))
             self.forwarded += 1
 
 

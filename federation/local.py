@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import trio
 from pamqp import commands
 
 from federation.errors import ChannelClosedByPeer, ClientError, ConsumerCancelled, PublishNacked
 from gateway.broker import Broker, Session
-from gateway.broker.outbox import NullOutbox
+from gateway.broker.outbox import Delivery, DeliveryFields, NullOutbox
 from gateway.wire import make_method
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
@@ -49,18 +49,6 @@ class LocalChannelClosed(ChannelClosedByPeer):
 
     def __str__(self) -> str:
         return f"local broker: {self.reply_text}"
-
-
-class LocalDelivery(NamedTuple):
-    """A message LocalSource received; the attributes routes use of the client's Delivery,
-    and where a Return for it would go (Message.return_to)."""
-
-    delivery_tag: int
-    redelivered: bool
-    exchange: str
-    routing_key: str
-    content: Content
-    return_to: tuple[int, int] | None = None
 
 
 class _InternalOutbox(NullOutbox):
@@ -192,7 +180,7 @@ class LocalSource(_InternalOutbox):
     ) -> None:
         super().__init__(broker, want_commit, vhost)
         self._capacity = max(credit, 1)
-        self._buffer: deque[LocalDelivery | ConsumerCancelled] = deque()
+        self._buffer: deque[Delivery | ConsumerCancelled] = deque()
         self._arrived: trio.Event | None = None
         self._paused = False
         self._declared = ""
@@ -224,7 +212,7 @@ class LocalSource(_InternalOutbox):
     def __aiter__(self) -> LocalSource:
         return self
 
-    async def __anext__(self) -> LocalDelivery:
+    async def __anext__(self) -> Delivery:
         while not self._buffer:
             self._check()
             self._arrived = trio.Event()
@@ -252,21 +240,10 @@ class LocalSource(_InternalOutbox):
         elif isinstance(method, commands.Basic.Cancel):
             self._push(ConsumerCancelled(method.consumer_tag))
 
-    def send_deliver(
-        self,
-        channel: int,
-        consumer_tag: str,
-        delivery_tag: int,
-        redelivered: bool,
-        exchange: str,
-        routing_key: str,
-        content: Content,
-    ) -> None:
-        entry = self._session.channels[CHANNEL].unacked[delivery_tag]
-        return_to = entry.message.return_to
-        self._push(LocalDelivery(delivery_tag, redelivered, exchange, routing_key, content, return_to))
+    def send_deliver(self, delivery: DeliveryFields) -> None:
+        self._push(Delivery._make(delivery))
 
-    def _push(self, item: LocalDelivery | ConsumerCancelled) -> None:
+    def _push(self, item: Delivery | ConsumerCancelled) -> None:
         self._buffer.append(item)
         if self._arrived is not None:
             self._arrived.set()

@@ -19,8 +19,9 @@ import trio
 from gateway import __version__
 from gateway.config import NodeConfig, load_node_config
 from gateway.names import DEFAULT_PORT
+from gateway.node import Node
 from gateway.security import UsersDB, UsersFileError, run_passwd
-from gateway.server import Limits, ListenError, Node
+from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gateway.hold import EventHold
+from gateway.broker.hold import Hold
 
 if TYPE_CHECKING:
     from gateway.broker import Broker
@@ -54,7 +54,7 @@ class DiskAlarm:
         self.path = path
         self.limit = limit
         self._free = free
-        self._alarm: EventHold | None = None
+        self._alarm: Hold | None = None
 
     def check(self) -> None:
         """Compare the free space with the limit now; raise or clear the alarm on a change."""
@@ -64,7 +64,7 @@ class DiskAlarm:
             LOGGER.error("cannot read the free space of %s: %s", self.path, exc)
             return
         if free < self.limit and self._alarm is None:
-            self._alarm = EventHold(f"low on disk space: {free} bytes free, disk_free_limit is {self.limit}")
+            self._alarm = Hold(f"low on disk space: {free} bytes free, disk_free_limit is {self.limit}")
             self.broker.alarm = self._alarm
             LOGGER.warning(
                 "disk alarm set: %d bytes free on %s, under the disk_free_limit of %d bytes;"

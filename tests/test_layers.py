@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "federation", "topology")
 #: The modules that compose the node and the console scripts: the only ones in gateway/ that
 #: know federation and the planner.
-COMPOSITION_ROOTS = {"gateway.server", "gateway.cli"}
+COMPOSITION_ROOTS = {"gateway.node", "gateway.cli"}
 #: The planner's offline modules: they read a topology file and reason about it, so they load
 #: (in a PySpark job too) without the node's event loop, store or broker model.
 OFFLINE_TOPOLOGY = (

@@ -8,14 +8,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.arguments import parse_queue_arguments
+from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
-from gateway.broker.outbox import Outbox
+from gateway.broker.outbox import Outbox, Return, ReturnTo
 from gateway.broker.records import Snapshot
-from gateway.broker.session import ExchangeHandler, Hold, Session
+from gateway.broker.session import ExchangeHandler, Session
 from gateway.broker.store import StoreWriter
 from gateway.broker.vhost import VHost
 from gateway.names import DEFAULT_VHOST
+from gateway.wire.content import Content
 from gateway.wire.errors import not_allowed
 
 if TYPE_CHECKING:
@@ -86,6 +88,33 @@ class Broker:
         self._next_session_id += 1
         self.sessions[session.id] = session
         return session
+
+    # -- what federation does to publishers ---------------------------------------------------
+
+    def hold_publisher(self, session_id: int, hold: Hold) -> None:
+        """Pause the publishers of the session that published a message (its origin), if it is
+        still connected: see gateway.broker.hold."""
+        session = self.sessions.get(session_id)
+        if session is not None:
+            hold.block(session)
+
+    def return_to_publisher(
+        self,
+        return_to: ReturnTo,
+        reply_code: int,
+        reply_text: str,
+        exchange: str,
+        routing_key: str,
+        content: Content,
+    ) -> None:
+        """Basic.Return a message published with mandatory that was found unroutable later (by
+        a federation parent), if its publisher's channel is still open."""
+        session_id, channel = return_to
+        session = self.sessions.get(session_id)
+        if session is not None and channel in session.channels:
+            session.outbox.send_return(
+                Return(channel, reply_code, reply_text, exchange, routing_key, content)
+            )
 
     # -- durability -------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from gateway.broker.channel import Consumer, Transaction
 from gateway.broker.confirms import Confirms
 from gateway.broker.exchange import reach
 from gateway.broker.names import describe, generated_consumer_tag
+from gateway.broker.outbox import GetOk
 from gateway.wire.errors import (
     access_refused,
     not_allowed,
@@ -70,18 +71,16 @@ def basic_get(session: Session, channel: Channel, method: commands.Basic.Get) ->
     if not method.no_ack:
         channel.unacked[tag] = entry
     message = entry.message
-    channel.in_order(
-        partial(
-            session.outbox.send_get_ok,
-            channel.number,
-            tag,
-            entry.redelivered,
-            message.exchange,
-            message.routing_key,
-            len(queue.ready),
-            message.content,
-        )
+    get_ok = GetOk(
+        channel.number,
+        tag,
+        entry.redelivered,
+        message.exchange,
+        message.routing_key,
+        len(queue.ready),
+        message.content,
     )
+    channel.in_order(partial(session.outbox.send_get_ok, get_ok))
 
 
 def basic_ack(session: Session, channel: Channel, method: commands.Basic.Ack) -> None:

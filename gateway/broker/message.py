@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.broker.outbox import ReturnTo
 from gateway.wire.content import Content
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Message:
         persistent: bool,
         expires_at: float | None,
         origin: int,
-        return_to: tuple[int, int] | None = None,
+        return_to: ReturnTo | None = None,
     ) -> None:
         self.id = message_id
         self.exchange = exchange

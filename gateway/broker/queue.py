@@ -290,14 +290,17 @@ class Queue:
             channel.held_bytes += message.size
             if self.store is not None and message.persistent and not entry.redelivered:
                 self.store.mark_delivered(self.vhost.name, self.name, message.id)
-        channel.outbox.send_deliver(
-            channel.number,
-            consumer.tag,
-            tag,
-            entry.redelivered,
-            message.exchange,
-            message.routing_key,
-            message.content,
+        channel.outbox.send_deliver(  # DeliveryFields
+            (
+                channel.number,
+                consumer.tag,
+                tag,
+                entry.redelivered,
+                message.exchange,
+                message.routing_key,
+                message.content,
+                message.return_to,
+            )
         )
 
     def get(self, channel: Channel, no_ack: bool) -> Entry | None:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
 from gateway.broker.channel import Channel
 from gateway.broker.exchange import Exchange
 from gateway.broker.handlers import HANDLERS
+from gateway.broker.hold import Hold
 from gateway.broker.message import expiration_deadline
 from gateway.broker.names import describe
-from gateway.broker.outbox import Outbox
+from gateway.broker.outbox import Outbox, Return
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.wire.content import Content
@@ -37,14 +38,6 @@ PUBLISH = commands.Basic.Publish()
 Handler = Callable[["Session", Channel, Any], None]
 #: A message published to an exchange the node handles itself (see Broker.exchange_handlers).
 ExchangeHandler = Callable[["Session", Content], None]
-
-
-class Hold(Protocol):
-    """Why a session's publishers must pause, and when they may go on."""
-
-    reason: str
-
-    async def released(self) -> None: ...
 
 
 class Session:
@@ -80,8 +73,8 @@ class Session:
         self.exclusive_queues: set[Queue] = set()
         #: Whether the client wants basic.cancel when its queue is deleted under it.
         self.cancel_notify = bool(outbox.client_capabilities.get("consumer_cancel_notify"))
-        #: Set when this session's publishers must pause (a full federation outbox, the disk
-        #: alarm): the server stops reading from the connection until the hold is released.
+        #: What pauses this session's publishers (a full federation outbox, the disk alarm),
+        #: if anything: see gateway.broker.hold.
         self.hold: Hold | None = None
 
     def __repr__(self) -> str:
@@ -174,18 +167,13 @@ class Session:
         """
         return_to = (self.id, channel.number) if mandatory else None
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
-        if stored and self.broker.alarm is not None and self.hold is None:
-            self.hold = self.broker.alarm
+        if stored and self.broker.alarm is not None:
+            self.broker.alarm.block(self)
         if not reached and mandatory:
             channel.in_order(
                 partial(
                     self.outbox.send_return,
-                    channel.number,
-                    312,
-                    "NO_ROUTE",
-                    exchange.name,
-                    routing_key,
-                    content,
+                    Return(channel.number, 312, "NO_ROUTE", exchange.name, routing_key, content),
                 )
             )
         if channel.confirms is not None:
@@ -269,6 +257,8 @@ class Session:
         for queue in list(self.exclusive_queues):
             self.vhost.delete_queue(queue)
         self.broker.sessions.pop(self.id, None)
+        if self.hold is not None:
+            self.hold.forget(self)
 
     def resume(self) -> None:
         """The outbox is writable again: deliver what back-pressure held back."""

@@ -11,6 +11,7 @@ from gateway.broker.arguments import QueueOptions
 from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
+from gateway.broker.outbox import ReturnTo
 from gateway.broker.queue import Queue
 from gateway.names import STANDARD_EXCHANGES
 from gateway.routing.bindings import freeze
@@ -45,7 +46,7 @@ class VHost:
         routing_key: str,
         content: Content,
         origin: int,
-        return_to: tuple[int, int] | None = None,
+        return_to: ReturnTo | None = None,
     ) -> tuple[int, bool, bool]:
         """Route a message and enqueue it: (queues reached, refused by one, written to store)."""
         broker = self.broker
@@ -82,6 +83,18 @@ class VHost:
             # written during `route`): the confirm then waits for the batch holding them.
             stored = broker.store is not None and broker.store.pending
         return len(queues), refused, stored
+
+    def enqueue(self, queue: Queue, exchange: str, routing_key: str, content: Content) -> None:
+        """Put a message into one queue as if `exchange` had routed it there, without routing
+        (dynamic routing's forwarding into a bridge queue; the queue's limits still apply).
+
+        Its origin is no session, and its expiration property sets no deadline here: the
+        node it is forwarded to applies it.
+        """
+        broker = self.broker
+        message_id = broker.next_message_id
+        broker.next_message_id = message_id + 1
+        queue.publish(Message(message_id, exchange, routing_key, content, content.persistent, None, 0))
 
     def dead_letter(self, queue: Queue, messages: list[Message], reason: str) -> None:
         """Republish messages dropped from `queue` to its dead-letter exchange, if it exists."""

@@ -686,20 +686,26 @@ class ServerConnection(FrameIO):
         routing_key: str,
         content: Content,
     ) -> None:
-        """Queue Basic.Deliver with its content (the fast path)."""
-        if self._sendable(channel):
-            self._queue(
-                frames.encode_deliver(
-                    channel,
-                    consumer_tag,
-                    delivery_tag,
-                    redelivered,
-                    exchange,
-                    routing_key,
-                    content,
-                    self._frame_max,
-                )
+        """Queue Basic.Deliver with its content. The fast path, run per message: `_sendable`
+        and `_queue` are inlined for an open connection."""
+        if self.state is ConnectionState.OPEN:
+            ch = self._channels.get(channel)
+            sendable = ch is not None and ch.state in SENDABLE_STATES
+        else:
+            sendable = self._sendable(channel)
+        if sendable:
+            data = frames.encode_deliver(
+                channel,
+                consumer_tag,
+                delivery_tag,
+                redelivered,
+                exchange,
+                routing_key,
+                content,
+                self._frame_max,
             )
+            self._out.append(data)
+            self._out_size += len(data)
 
     def send_get_ok(
         self,

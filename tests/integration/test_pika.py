@@ -69,11 +69,6 @@ def _plain(value):
     return value.decode() if isinstance(value, bytes) else value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gateway/server.py still announces its own copy of the properties, without "
-    "direct_reply_to; it is to import gateway.wire.server_properties instead (issue 12)",
-)
 def test_the_node_announces_the_wire_layers_server_properties(connection) -> None:
     """What the node really sends in Connection.Start is gateway.wire's one definition: the
     capabilities docs/amqp.md lists (direct_reply_to false included) and the node's name."""

@@ -8,8 +8,8 @@ import trio.testing
 from pamqp import commands
 
 from gateway.broker import Session
+from gateway.node import TICK_RETRY, Node
 from gateway.security import UsersDB
-from gateway.server import TICK_RETRY, Node
 from tests.rawclient import RawClient
 
 

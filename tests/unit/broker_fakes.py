@@ -8,7 +8,7 @@ from typing import Any
 
 from pamqp import commands
 
-from gateway.broker import Broker, Session
+from gateway.broker import Broker, Session, outbox
 from gateway.wire.content import Content
 
 
@@ -21,6 +21,7 @@ class Delivery:
     exchange: str
     routing_key: str
     content: Content
+    return_to: tuple[int, int] | None
 
     @property
     def body(self) -> bytes:
@@ -58,26 +59,23 @@ class FakeOutbox:
         self.peer = "127.0.0.1:5555"
         self.sent: list[Any] = []
         self.open = True
+        #: Why the model blocked this publisher, until it unblocks it.
+        self.blocked: str | None = None
 
     def send_method(self, channel: int, method: Any) -> None:
         self.sent.append((channel, method))
 
-    def send_deliver(
-        self, channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content
-    ) -> None:
-        self.sent.append(
-            Delivery(channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content)
-        )
+    # The model's value objects are named tuples; recorded as dataclasses, so that `methods()`
+    # tells them apart from (channel, method) pairs.
 
-    def send_get_ok(
-        self, channel, delivery_tag, redelivered, exchange, routing_key, message_count, content
-    ) -> None:
-        self.sent.append(
-            GetOk(channel, delivery_tag, redelivered, exchange, routing_key, message_count, content)
-        )
+    def send_deliver(self, delivery: outbox.DeliveryFields) -> None:
+        self.sent.append(Delivery(*delivery))
 
-    def send_return(self, channel, reply_code, reply_text, exchange, routing_key, content) -> None:
-        self.sent.append(Returned(channel, reply_code, reply_text, exchange, routing_key, content))
+    def send_get_ok(self, get_ok: outbox.GetOk) -> None:
+        self.sent.append(GetOk(*get_ok))
+
+    def send_return(self, returned: outbox.Return) -> None:
+        self.sent.append(Returned(*returned))
 
     def close_channel(self, channel, error) -> None:
         self.sent.append(("close_channel", channel, error))
@@ -87,6 +85,12 @@ class FakeOutbox:
 
     def writable(self) -> bool:
         return self.open
+
+    def block(self, reason: str) -> None:
+        self.blocked = reason
+
+    def unblock(self) -> None:
+        self.blocked = None
 
     # -- reading what was sent --
 

@@ -2,6 +2,7 @@ import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
+from gateway.broker.hold import Hold
 from gateway.wire.errors import AMQPError
 
 from .broker_fakes import Client, FakeStore, Returned, undecodable_headers
@@ -327,24 +328,18 @@ def test_a_lost_ticket_closes_a_transaction_waiting_for_it():
     assert 1 not in c.session.channels
 
 
-class FakeHold:
-    reason = "low on disk space"
-
-    async def released(self) -> None:
-        pass
-
-
 def test_the_alarm_holds_sessions_that_publish_to_the_store_only():
     store = FakeStore()
     broker = Broker(store=store)
     persistent, transient, management = Client(broker), Client(broker), Client(broker)
     persistent.declare("d", durable=True)
     transient.declare("t")
-    broker.alarm = hold = FakeHold()
+    broker.alarm = hold = Hold("low on disk space")
     transient.publish("", "t", delivery_mode=2)  # a queue the store does not keep
     transient.publish("", "d")  # a transient message
     management.publish("amq.gateway.management", "", b"{}")
     assert transient.session.hold is None and management.session.hold is None
     persistent.publish("", "d", delivery_mode=2)
     assert persistent.session.hold is hold
+    assert persistent.outbox.blocked == "low on disk space"
     assert len(store.named("add_message")) == 1  # the publish that found the alarm is kept

@@ -7,8 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import trio
-from trio.testing import wait_all_tasks_blocked
 
 from gateway.broker import Broker
 from gateway.diskalarm import DiskAlarm
@@ -16,6 +14,7 @@ from gateway.store import Store, WriteFailed
 from gateway.wire.content import Content
 from tests.tmpfs import fill, small_tmpfs
 
+from .broker_fakes import Client
 from .test_store import PERSISTENT, add, queued_ids
 
 BIG = Content.from_properties(PERSISTENT, b"x" * 65536)
@@ -45,21 +44,13 @@ async def test_the_alarm_is_set_below_the_limit_and_cleared_at_it(caplog: pytest
     disk.free = 10
     alarm.check()
     assert broker.alarm is hold  # one alarm, one log line, until it clears
-    released: list[bool] = []
-
-    async def held() -> None:
-        await hold.released()
-        released.append(True)
-
-    with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(held)
-            await wait_all_tasks_blocked()
-            assert not released
-            disk.free = 1000
-            alarm.check()
-            assert broker.alarm is None
-    assert released
+    publisher = Client(broker)
+    hold.block(publisher.session)
+    assert publisher.outbox.blocked == hold.reason
+    disk.free = 1000
+    alarm.check()
+    assert broker.alarm is None
+    assert publisher.outbox.blocked is None  # released
     assert [r.getMessage() for r in caplog.records] == [
         "disk alarm set: 999 bytes free on /data, under the disk_free_limit of 1000 bytes;"
         " holding publishers of persistent messages",

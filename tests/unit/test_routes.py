@@ -16,10 +16,11 @@ import trio.testing
 from pamqp import commands
 
 from federation.errors import ConnectFailed, PublishNacked
-from federation.local import LocalChannelClosed, LocalDelivery, LocalSink, LocalSource
+from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.manager import Federation
 from federation.routes import IDLE_ACK_DELAY, DestinationRefused, Forwarder, LocalNode, RouteStats
 from gateway.broker import Broker
+from gateway.broker.outbox import Delivery
 from gateway.management import Management, ManagementError
 from gateway.wire import Content
 
@@ -30,14 +31,14 @@ class FakeSource:
     """Deliveries the test feeds in; acks recorded."""
 
     def __init__(self) -> None:
-        self.feed, self._deliveries = trio.open_memory_channel[LocalDelivery](math.inf)
+        self.feed, self._deliveries = trio.open_memory_channel[Delivery](math.inf)
         self.acks: list[tuple[int, bool]] = []
 
     def deliver(self, count: int, first: int = 1) -> None:
         for tag in range(first, first + count):
-            self.feed.send_nowait(LocalDelivery(tag, False, "src", f"key.{tag}", MESSAGE))
+            self.feed.send_nowait(Delivery(1, "federation", tag, False, "src", f"key.{tag}", MESSAGE))
 
-    def deliveries(self) -> trio.MemoryReceiveChannel[LocalDelivery]:
+    def deliveries(self) -> trio.MemoryReceiveChannel[Delivery]:
         return self._deliveries
 
     def ack(self, delivery_tag: int, multiple: bool = False) -> None:

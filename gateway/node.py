@@ -1,0 +1,250 @@
+"""The composition root of a node: the broker model, its store, the disk alarm, management,
+federation and the listeners, put together; and the node's own tasks (group commit, timers,
+deferred model steps).
+
+This is the only module of gateway/ (with the console scripts in gateway.cli) that knows all
+of them: the model talks outward through ports (outbox, store writer, exchange handlers,
+exchange federation hooks), gateway.server moves a connection's bytes, and federation reaches
+the model through management and the broker's entry points.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from functools import partial
+
+import trio
+
+from federation.manager import Federation
+from federation.routes import LocalNode
+from gateway.broker import Broker, Session
+from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
+from gateway.federation_config import FederationSettings
+from gateway.management import Management
+from gateway.management_amqp import handle_request
+from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
+from gateway.security import Logins, UsersDB
+from gateway.server import (
+    ConnectionHandler,
+    Limits,
+    accept_loop,
+    listen_addresses,
+    open_listeners,
+    socket_peer,
+)
+from gateway.store import Store, WriteFailed
+from gateway.wire.content import Content
+
+LOGGER = logging.getLogger("gateway.node")
+
+#: What a node proposes in Connection.Tune unless its config says otherwise.
+DEFAULT_LIMITS = Limits()
+SHUTDOWN_GRACE = 5.0
+TICK_RETRY = 1.0
+#: Seconds between retries of a failed store write (a full disk; see gateway.store.database).
+STORE_RETRY = 1.0
+#: How long a thread waiting for the GIL lets the running one go on (Python's default is 5 ms).
+#: The committer's worker thread takes the GIL back a few times per commit; behind a busy event
+#: loop each take waited the full interval, which every publisher confirm then waited too.
+COMMITTER_SWITCH_INTERVAL = 0.0005
+
+
+class Node:
+    """One broker node: the model, its store, management and federation, and the node's Trio
+    tasks; each connection is served by a gateway.server.ConnectionHandler."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        users: UsersDB,
+        store: Store | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        federation: FederationSettings | None = None,
+        disk_free_limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        self.name = name
+        self.users = users
+        self.logins = Logins(users)
+        self.store = store
+        self.limits = limits
+        self.broker = Broker(store=store, node_name=name)
+        self.disk_alarm = (
+            None
+            if store is None
+            else DiskAlarm(
+                self.broker,
+                store.data_dir,
+                disk_free_limit,
+                free=lambda path: free_bytes(path) + store.reusable_bytes,
+            )
+        )
+        self.management = Management(self.broker, name)
+        if store is not None:
+            self.broker.recover(store.load())
+        self.federation = Federation(
+            LocalNode(name, self.management, self.want_commit),
+            data_dir=None if store is None else store.data_dir,
+            settings=federation,
+        )
+        self.management.operations.update(self.federation.operations())
+        self.broker.exchange_handlers.update(
+            {
+                MANAGEMENT_EXCHANGE: partial(handle_request, self.management),
+                CONTROL_EXCHANGE: self._receive_adverts,
+            }
+        )
+        self.handlers: set[ConnectionHandler] = set()
+        self._commit_wanted = trio.Event()
+        self._later_wanted = trio.Event()
+        self.broker.on_later = lambda: self._later_wanted.set()
+        self._deadline_moved = trio.Event()
+        self.broker.on_deadline = self._on_deadline
+        self._stopping = False
+        self._handler_nursery: trio.Nursery | None = None
+
+    async def serve(
+        self,
+        host: str | None,
+        port: int,
+        *,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen and serve until cancelled or shut down; started() hands back the listeners."""
+        listeners = await open_listeners(host, port)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._handler_nursery = nursery
+                if self.store is not None:
+                    nursery.start_soon(self._commit_loop)
+                if self.disk_alarm is not None:
+                    nursery.start_soon(self.disk_alarm.run)
+                nursery.start_soon(self._tick_loop)
+                nursery.start_soon(self._later_loop)
+                # Before accepting: links check peers against our own addresses, and durable
+                # links restored here start reconnecting at once.
+                own = [listener.socket.getsockname()[:2] for listener in listeners]
+                await nursery.start(self.federation.run, own)
+                for listener in listeners:
+                    nursery.start_soon(accept_loop, listener, self._accepted)
+                for address in listen_addresses(listeners):
+                    LOGGER.info("node %r ready: AMQP 0-9-1 listening on %s", self.name, address)
+                task_status.started(listeners)
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+
+    async def shutdown(self) -> None:
+        """Close every connection with 320 CONNECTION_FORCED, flush the store, stop serving."""
+        self._stopping = True
+        # Links first, while the local broker still takes what their routes forward.
+        await self.federation.close()
+        LOGGER.info("node %r shutting down: closing %d connection(s)", self.name, len(self.handlers))
+        for handler in list(self.handlers):
+            handler.force_close("broker forced connection closure with reason 'shutdown'")
+        with trio.move_on_after(SHUTDOWN_GRACE):
+            while self.handlers:
+                await trio.sleep(0.01)
+        if self.store is not None and self.store.pending:
+            # One transaction for all that is left: the clients are gone, nobody waits behind it.
+            self.broker.on_durable(await self.store.commit(settle_all=True), self.store.settled)
+        if self._handler_nursery is not None:
+            self._handler_nursery.cancel_scope.cancel()
+
+    def _receive_adverts(self, session: Session, content: Content) -> None:
+        """The broker's handler for CONTROL_EXCHANGE: a downstream node's adverts."""
+        self.federation.receive_adverts(session.vhost, content.body)
+
+    def want_commit(self) -> None:
+        """Called after model changes: wakes the committer if the store has buffered writes."""
+        if self.store is not None and self.store.pending:
+            self._commit_wanted.set()
+
+    def _accepted(self, stream: trio.SocketStream) -> None:
+        """A TCP client connected: serve it, unless the node is shutting down."""
+        assert self._handler_nursery is not None
+        if self._stopping:
+            self._handler_nursery.start_soon(trio.aclose_forcefully, stream)
+        else:
+            self._handler_nursery.start_soon(self._serve_socket, stream)
+
+    async def _serve_socket(self, stream: trio.SocketStream) -> None:
+        await self.serve_connection(stream, *socket_peer(stream))
+
+    async def serve_connection(self, stream: trio.abc.Stream, peer: str, peer_host: str) -> None:
+        """Serve one AMQP connection over `stream` until it ends, then close the stream.
+
+        Any byte stream does (TCP, TLS, a WebSocket adapter, memory streams in tests): `peer`
+        names the client in logs; `peer_host` is its address, which loopback-only users and
+        the throttling of failed logins go by.
+        """
+        handler = ConnectionHandler(self, stream, peer, peer_host)
+        self.handlers.add(handler)
+        try:
+            await handler.run()
+        except Exception:
+            LOGGER.exception("connection %s failed", handler.peer)
+        finally:
+            self.handlers.discard(handler)
+            handler.release()
+            self.want_commit()
+            await trio.aclose_forcefully(stream)
+
+    async def _commit_loop(self) -> None:
+        """Group commit: one transaction holds every write buffered since the last one.
+
+        A failed write nacks the publishes it covered and leaves the node serving; the store
+        keeps the rest of the batch for the next write, STORE_RETRY later (not at once: the
+        disk is likely still full). Each commit rechecks the disk alarm.
+        """
+        assert self.store is not None and self.disk_alarm is not None
+        sys.setswitchinterval(COMMITTER_SWITCH_INTERVAL)
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted = trio.Event()
+            while self.store.pending:
+                failed = False
+                try:
+                    self.broker.on_durable(await self.store.commit(), self.store.settled)
+                except WriteFailed as failure:
+                    LOGGER.error("%s; its publishes are nacked, next write in %ss", failure, STORE_RETRY)
+                    self.broker.on_lost(failure.ticket)
+                    failed = True
+                self.disk_alarm.check()
+                if failed:
+                    await trio.sleep(STORE_RETRY)
+
+    async def _later_loop(self) -> None:
+        """The model's deferred steps (Broker.defer), one per turn, so other connections'
+        reads, writes and commits run between them."""
+        later = self.broker.later
+        while True:
+            await self._later_wanted.wait()
+            self._later_wanted = trio.Event()
+            while later:
+                later.popleft()()
+                self.want_commit()
+                await trio.sleep(0)
+
+    async def _tick_loop(self) -> None:
+        """Expire message TTLs and unused queues when they fall due.
+
+        The model reports a deadline earlier than the one we sleep towards through
+        `on_deadline`, which wakes this loop early; otherwise it sleeps until the next one.
+        """
+        while True:
+            try:
+                deadline = self.broker.tick()
+            except Exception:
+                LOGGER.exception("expiring messages and queues failed; retrying in %ss", TICK_RETRY)
+                deadline = time.time() + TICK_RETRY
+            self.want_commit()
+            self._deadline_moved = trio.Event()
+            with trio.move_on_after(math.inf if deadline is None else max(deadline - time.time(), 0.0)):
+                await self._deadline_moved.wait()
+
+    def _on_deadline(self, deadline: float) -> None:
+        self._deadline_moved.set()
