@@ -3,6 +3,9 @@
 `ServerConnection` is the server side of one connection and `ClientConnection` the client
 side (federation's); `frames` is their shared codec, `states` the server's state tables,
 `events` what they report, `content` the message content they carry.
+
+It imports pamqp and the standard library only (tests/test_layers.py checks it): the broker,
+the Trio adapter and federation's client all build on it.
 """
 
 from gateway.wire.client import (
