@@ -38,6 +38,7 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
+from federation.ports import PeerChannel, PeerConnection
 from federation.returns import PendingReturns, describe_return, take_return_id, with_return_id
 from federation.routes import (
     DEFAULT_ACK,
@@ -61,6 +62,7 @@ from gateway.names import DEFAULT_VHOST
 from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS, resolve_type
 from gateway.wire import make_method
+from gateway.wire.events import MessageReturned
 
 LOGGER = logging.getLogger("federation.attachment")
 
@@ -277,7 +279,7 @@ class _ReturningForwarder(Forwarder):
     the parent's Returns back to the original publishers (federation.returns says how a Return
     finds its publish)."""
 
-    def __init__(self, source: _OutboxSource, channel: Any, attachment: Attachment) -> None:
+    def __init__(self, source: _OutboxSource, channel: PeerChannel, attachment: Attachment) -> None:
         super().__init__(
             source,
             RemoteSink(channel),
@@ -297,9 +299,11 @@ class _ReturningForwarder(Forwarder):
             return_id = self._returns.add(delivery.return_to)
             content = with_return_id(content, self._node, return_id)
         mandatory = delivery.return_to is not None
-        return int(self._channel.publish(self._exchange, delivery.routing_key, content, mandatory=mandatory))
+        seq = self._channel.publish(self._exchange, delivery.routing_key, content, mandatory=mandatory)
+        assert seq is not None, "the channel is in confirm mode"
+        return seq
 
-    def _returned(self, event: Any) -> None:
+    def _returned(self, event: MessageReturned) -> None:
         return_id, content = take_return_id(event.content, self._node)
         return_to = self._returns.take(return_id)
         if return_to is None:
@@ -356,7 +360,7 @@ class Peering:
             self._store.delete_bindings(self.attachment.config.vhost, self.attachment.config.exchange)
             self._store = None
 
-    async def run(self, connection: Any) -> None:
+    async def run(self, connection: PeerConnection) -> None:
         attachment = self.attachment
         try:
             channel = await connection.channel()
@@ -378,7 +382,7 @@ class Peering:
             self.last_error = str(error)
             raise
 
-    async def _subscribe(self, connection: Any, channel: Any) -> None:
+    async def _subscribe(self, connection: PeerConnection, channel: PeerChannel) -> None:
         """Declare and bind our queue on the parent; republish what arrives, locally."""
         attachment = self.attachment
         attachment.received.in_flight = 0  # the last connection's went back to the parent's queue
@@ -402,13 +406,13 @@ class Peering:
             attachment.inbound_sessions.discard(sink.session_id)
             sink.close()
 
-    async def _mirror_bindings(self, channel: Any) -> None:
+    async def _mirror_bindings(self, channel: PeerChannel) -> None:
         while True:
             await self.attachment.bindings_changed.wait()
             self.attachment.bindings_changed = trio.Event()
             await self._sync_bindings(channel)
 
-    async def _sync_bindings(self, channel: Any) -> None:
+    async def _sync_bindings(self, channel: PeerChannel) -> None:
         """Make the parent queue's bindings the distinct local ones: bind what is new, unbind
         what is gone (binding again is harmless, so a parent that lost them gets them back).
 
@@ -448,7 +452,7 @@ class Peering:
         if self._store is not None:
             self._store.remove_binding(self._target, key, arguments)
 
-    async def _forward(self, connection: Any) -> None:
+    async def _forward(self, connection: PeerConnection) -> None:
         """Empty the outbox into the parent's exchange, with confirms and returns."""
         self.attachment.forwarded.in_flight = 0  # the last connection's went back to the outbox
         channel = await connection.channel()

@@ -39,6 +39,7 @@ from federation.address import BrokerAddress
 from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
 from federation.local import LocalChannelClosed
 from federation.persistence import FederationStore
+from federation.ports import PeerChannel, PeerConnection
 from federation.routes import (
     Forwarder,
     LocalNode,
@@ -244,12 +245,12 @@ class DynamicRoute(Route):
     def _federated(self) -> FederatedExchange:
         return self._federated_or(LocalChannelClosed(404, self._no_exchange()))
 
-    async def _pull(self, connection: Any) -> None:
+    async def _pull(self, connection: PeerConnection) -> None:
         # Adverts name their upstream by its node name, which is its default federation tag.
         self._upstream = peer_name(connection) or str(self.peer)
         await super()._pull(connection)
 
-    async def _source_queue(self, channel: Any) -> str:
+    async def _source_queue(self, channel: PeerChannel) -> str:
         """Check the source's exchange, declare the bridge queue there and advertise."""
         federated = self._federated()
         await check_peer_exchange(channel, federated.vhost.exchanges[self.config.exchange], self.peer)
@@ -261,17 +262,17 @@ class DynamicRoute(Route):
         self._advertise(channel)
         return self._bridge
 
-    async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
+    async def _forward(self, forwarder: Forwarder, channel: PeerChannel) -> None:
         await run_beside(forwarder.run, partial(self._readvertise, channel))
 
-    async def _readvertise(self, channel: Any) -> None:
+    async def _readvertise(self, channel: PeerChannel) -> None:
         """Resend the complete advert set after each change; bursts coalesce into one."""
         while True:
             await self._changed.wait()
             self._changed = trio.Event()
             self._advertise(channel)
 
-    def _advertise(self, channel: Any) -> None:
+    def _advertise(self, channel: PeerChannel) -> None:
         federated = self._federated()
         adverts = federated.adverts_for(self._upstream, list(self.config.excludes))
         body = encode_adverts(self.config.exchange, federated.tag, self._bridge, adverts)

@@ -15,16 +15,18 @@ attached again (its peering keeps running meanwhile and reports the missing exch
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import trio
 
+from federation.address import BrokerAddress
 from federation.attachment import Attachment, AttachmentConfig, Peering, federatable, normalize_type
 from federation.link import Link
 from federation.persistence import FederationStore
+from federation.ports import Connect, PeerConnection
 from federation.routes import LocalNode
 from gateway.broker.exchange import Exchange
 from gateway.federation_config import OUTBOX_POLICIES, FederationRule, FederationSettings
@@ -38,8 +40,6 @@ LOGGER = logging.getLogger("federation.federations")
 RULES_VHOST = DEFAULT_VHOST
 #: Seconds between a peering's heartbeats: a dead or half-open parent is noticed after two.
 PEERING_HEARTBEAT = 10
-
-Connect = Callable[..., AbstractAsyncContextManager[Any]]
 
 
 @dataclass
@@ -251,7 +251,7 @@ class Federations:
         connect = self._connect
 
         @asynccontextmanager
-        async def peering_connect(address: Any, **options: Any) -> AsyncIterator[Any]:
+        async def peering_connect(address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
             async with connect(address, vhost=config.parent_vhost, **options) as connection:
                 yield connection
 

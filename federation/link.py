@@ -27,7 +27,6 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +40,7 @@ from federation.errors import (
     ConnectionClosedByPeer,
     ConnectionLost,
 )
+from federation.ports import Connect, PeerConnection
 from gateway.names import DEFAULT_TRANSPORT, TRANSPORTS
 
 if TYPE_CHECKING:
@@ -57,8 +57,6 @@ RETRYABLE = (ConnectFailed, ConnectionLost, ConnectionClosedByPeer, OSError)
 
 #: Errors a route may raise that mean the connection, not the route, is broken.
 CONNECTION_ENDED = (ConnectionLost, ConnectionClosedByPeer)
-
-ConnectFunction = Callable[..., AbstractAsyncContextManager[Any]]
 
 
 class LinkState(enum.StrEnum):
@@ -77,7 +75,7 @@ class Route(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def run(self, connection: Any) -> None:
+    async def run(self, connection: PeerConnection) -> None:
         """Work on `connection` until cancelled; raise to be restarted after a delay."""
 
 
@@ -105,7 +103,7 @@ class Backoff:
         return min(previous * 2, self.ceiling)
 
 
-def _client_connect(address: BrokerAddress, **options: Any) -> AbstractAsyncContextManager[Any]:
+def _client_connect(address: BrokerAddress, **options: Any) -> AbstractAsyncContextManager[PeerConnection]:
     """federation.client.connect, imported on first use so this module never needs the client
     to import (tests inject fakes, and the client imports nothing from here either)."""
     from federation.client import connect
@@ -149,7 +147,7 @@ class Link:
         *,
         durable: bool = False,
         transport: str = DEFAULT_TRANSPORT,
-        connect: ConnectFunction = _client_connect,
+        connect: Connect = _client_connect,
         heartbeat: int = 10,
         backoff: Backoff = Backoff(),  # frozen, so all links can share the default
         name: str | None = None,
@@ -175,7 +173,7 @@ class Link:
         self._routes: list[Route] = []
         # Per connection: the nursery routes run in, and each running route's cancel scope,
         # keyed by id() because routes need not be hashable (dataclasses are not).
-        self._connection: Any = None
+        self._connection: PeerConnection | None = None
         self._route_nursery: trio.Nursery | None = None
         self._route_scopes: dict[int, trio.CancelScope] = {}
         self._session_scope: trio.CancelScope | None = None
@@ -316,7 +314,7 @@ class Link:
             self._session_scope = None
         return failure
 
-    async def _operate(self, connection: Any) -> None:
+    async def _operate(self, connection: PeerConnection) -> None:
         """Operational: run every attached route on `connection` until the connection ends."""
         # A connection that worked resets the schedule: a link that broke after working should
         # come back fast, while a peer that keeps refusing still backs off to the ceiling.
@@ -339,14 +337,14 @@ class Link:
         The scope is made here, not in the task, so a detach() before the task starts still
         reaches it (a scope cancelled before it is entered cancels at the first checkpoint).
         """
-        assert self._route_nursery is not None
+        assert self._route_nursery is not None and self._connection is not None
         scope = trio.CancelScope()
         self._route_scopes[id(route)] = scope
         self._route_nursery.start_soon(
             self._supervise, route, self._connection, scope, name=f"route {route.name}"
         )
 
-    async def _supervise(self, route: Route, connection: Any, scope: trio.CancelScope) -> None:
+    async def _supervise(self, route: Route, connection: PeerConnection, scope: trio.CancelScope) -> None:
         """Run `route` on `connection`, restarting it after each failure on the backoff schedule.
 
         The failure stays in this task, so the connection and the other routes are untouched.

@@ -235,10 +235,12 @@ class LocalSource(_InternalOutbox):
         return False
 
     def send_method(self, channel: int, method: Any) -> None:
+        # pamqp types these fields optional (its constructors default them to None); the model
+        # always sets them, so `or ""` only tells mypy so.
         if isinstance(method, commands.Queue.DeclareOk):
-            self._declared = method.queue
+            self._declared = method.queue or ""
         elif isinstance(method, commands.Basic.Cancel):
-            self._push(ConsumerCancelled(method.consumer_tag))
+            self._push(ConsumerCancelled(method.consumer_tag or ""))
 
     def send_deliver(self, delivery: DeliveryFields) -> None:
         self._push(Delivery._make(delivery))

@@ -24,6 +24,7 @@ import trio
 from pamqp import commands
 
 from federation.errors import ClientError
+from federation.ports import Delivery, PeerChannel, PeerConnection
 from gateway.names import MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
 
@@ -61,7 +62,14 @@ ClientFactory = Callable[["BrokerAddress", float], AbstractAsyncContextManager[C
 class ManagementClient:
     """Management requests over one AMQP channel, answered on our own exclusive reply queue."""
 
-    def __init__(self, channel: Any, reply_queue: str, deliveries: Any, timeout: float, node: str) -> None:
+    def __init__(
+        self,
+        channel: PeerChannel,
+        reply_queue: str,
+        deliveries: AsyncIterator[Delivery],
+        timeout: float,
+        node: str,
+    ) -> None:
         self._channel = channel
         self._reply_queue = reply_queue
         self._deliveries = deliveries
@@ -120,7 +128,7 @@ class ManagementClient:
                     raise ManagementFailed("protocol", f"the reply is not JSON: {exc}") from None
 
 
-def _client_connect(address: BrokerAddress, timeout: float) -> AbstractAsyncContextManager[Any]:
+def _client_connect(address: BrokerAddress, timeout: float) -> AbstractAsyncContextManager[PeerConnection]:
     """federation.client.connect, imported on first use: only real runs need the AMQP client,
     and the unit tests of the CLIs (with fake nodes) must not depend on it."""
     from federation.client import connect

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.link import Link
 from federation.persistence import FederationStore
+from federation.ports import Connect, PeerConnection
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
@@ -84,7 +85,7 @@ class Federation:
         node: LocalNode,
         *,
         data_dir: Path | None,
-        connect: Callable[..., AbstractAsyncContextManager[Any]] = client.connect,
+        connect: Connect = client.connect,
         settings: FederationSettings | None = None,
     ) -> None:
         self.node = node
@@ -224,7 +225,7 @@ class Federation:
         nursery.start_soon(peer.link.close, name=f"closing link to {peer.config.address}")
 
     @asynccontextmanager
-    async def _connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[Any]:
+    async def _connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
         """The client's connect for links, refusing a peer that turns out to be this node."""
         properties = {"connection_name": f"federation link from {self.node.name}"}
         async with self._client_connect(address, client_properties=properties, **options) as connection:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
 from gateway.wire import Content
+from gateway.wire.events import MessageReturned
 
 RETURN_HEADER = "x-gateway-return"
 #: Seconds a mandatory publish can be returned after it was sent (through any levels).
@@ -93,6 +93,6 @@ class PendingReturns:
             pending.popitem(last=False)
 
 
-def describe_return(event: Any) -> str:
+def describe_return(event: MessageReturned) -> str:
     """A Return in log lines: its code, text and routing key."""
     return f"{event.reply_code} {event.reply_text} (routing key '{event.routing_key}')"

@@ -41,6 +41,7 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.errors import ChannelClosedByPeer, ClientError, PublishNacked
 from federation.local import LocalSink, LocalSource
+from federation.ports import PeerChannel, PeerConnection
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
 from gateway.management import Management, ManagementError
@@ -259,7 +260,7 @@ class SourceExchangeMismatch(ChannelClosedByPeer):
         return self.reply_text
 
 
-async def check_peer_exchange(channel: Any, local: Exchange, peer: BrokerAddress) -> None:
+async def check_peer_exchange(channel: PeerChannel, local: Exchange, peer: BrokerAddress) -> None:
     """The peer's exchange of the same name must exist (passive declare: 404) with the local
     exchange's type and flags (a declare with them: 406 otherwise). Built-in `amq.*` exchanges
     only need to exist: brokers refuse declaring that prefix, and they are standard anyway."""
@@ -293,7 +294,7 @@ async def check_peer_exchange(channel: Any, local: Exchange, peer: BrokerAddress
 class RemoteSink:
     """A client channel in confirm mode, publishing into one exchange of the peer."""
 
-    def __init__(self, channel: Any) -> None:
+    def __init__(self, channel: PeerChannel) -> None:
         self._channel = channel
 
     def publish(self, exchange: str, routing_key: str, content: Content) -> int:
@@ -308,7 +309,7 @@ class RemoteSink:
         await self._channel.wait_for_confirm(seq)
 
 
-def peer_name(connection: Any) -> str | None:
+def peer_name(connection: PeerConnection) -> str | None:
     """The peer's node name (server property cluster_name), if it sent one."""
     name = connection.server_properties.get("cluster_name")
     if isinstance(name, bytes):
@@ -403,7 +404,7 @@ class Route:
                 self.node.management.delete_queue(queue)
             self.node.want_commit()
 
-    async def run(self, connection: Any) -> None:
+    async def run(self, connection: PeerConnection) -> None:
         self.stats.in_flight = 0
         try:
             if self.config.src_local:
@@ -414,7 +415,7 @@ class Route:
             self.last_error = f"{self.peer}: {error}"
             raise
 
-    async def _pull(self, connection: Any) -> None:
+    async def _pull(self, connection: PeerConnection) -> None:
         """Consume the peer's queue into the local exchange."""
         config = self.config
         channel = await connection.channel(buffer=max(config.credit, 1))
@@ -431,11 +432,11 @@ class Route:
             sink.close()
             await close_route_channel(channel, delete=self.durable_queue if self._retired else None)
 
-    async def _forward(self, forwarder: Forwarder, channel: Any) -> None:
+    async def _forward(self, forwarder: Forwarder, channel: PeerChannel) -> None:
         """Run the pull's forwarder; a dynamic route runs its advertising on `channel` beside it."""
         await forwarder.run()
 
-    async def _source_queue(self, channel: Any) -> str:
+    async def _source_queue(self, channel: PeerChannel) -> str:
         """The peer's queue this pull route consumes, declared and bound if the route owns it."""
         config = self.config
         if config.kind == "queue":
@@ -447,7 +448,7 @@ class Route:
         await channel.call(bind)
         return queue
 
-    async def _push(self, connection: Any) -> None:
+    async def _push(self, connection: PeerConnection) -> None:
         """Consume the local queue into the peer's exchange, over a confirmed channel."""
         config = self.config
         channel = await connection.channel()
@@ -489,7 +490,7 @@ async def declare_source_queue(
     return queue
 
 
-async def close_route_channel(channel: Any, delete: str | None = None) -> None:
+async def close_route_channel(channel: PeerChannel, delete: str | None = None) -> None:
     """Close the route's channel (the peer requeues what was not acknowledged), deleting
     the queue `delete` first; bounded and shielded, as it runs when the route is cancelled.
     A channel or connection already gone needs nothing more."""

@@ -191,7 +191,8 @@ class NodeConfig:
             raise TypeError(f"unknown node config flags: {', '.join(unknown)}")
         if given.get("memory") is True and "data_dir" in given:
             raise ConfigError("--data-dir and --memory cannot be used together")
-        changes: dict[str, object] = {}
+        # Each value is what its key's check returned: typed by key, which a dict cannot say.
+        changes: dict[str, Any] = {}
         for key, value in given.items():
             if isinstance(value, str) and key in _INTEGER_KEYS:
                 value = _flaginteger(value)

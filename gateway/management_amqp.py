@@ -41,7 +41,7 @@ def handle_request(management: Management, session: Session, request: Content) -
     vhost = session.vhost
     reply_to = request.reply_to
     queue = vhost.queues.get(reply_to) if reply_to else None
-    if queue is None or queue.owner is not session:
+    if not reply_to or queue is None or queue.owner is not session:
         named = describe("queue", reply_to, vhost.name) if reply_to else "no queue"
         raise precondition_failed(
             "a management request's reply_to must name an exclusive queue of the requesting"

@@ -17,7 +17,7 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 
@@ -34,7 +34,7 @@ from topology.graph import (
     flow_exchanges,
     flow_graph,
 )
-from topology.model import Finding, Route, Topology
+from topology.model import Federation, Finding, Route, Topology
 
 Edge = dict[str, Any]
 #: Longest routing key `witness_key` tries, in words.
@@ -106,10 +106,10 @@ def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | N
 # -- loops -----------------------------------------------------------------------------------------
 
 
-def _cycles(topology: Topology, graph: nx.MultiDiGraph) -> Iterator[tuple[list[str], list[list[Edge]]]]:
+def _cycles(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[list[str], list[list[Edge]]]]:
     """Simple cycles (bounded), each starting at its node declared first, in a stable order."""
     order = list(topology.nodes)
-    simple = nx.DiGraph(graph)
+    simple: nx.DiGraph[str] = nx.DiGraph(graph)
     cycles = []
     for cycle in islice(nx.simple_cycles(simple, length_bound=len(simple)), MAX_ENUMERATED):
         first = min(range(len(cycle)), key=lambda i: order.index(cycle[i]))
@@ -199,8 +199,13 @@ def _static_loop(
 # -- more than one path ------------------------------------------------------------------------------
 
 
-def _edge_paths(graph: nx.MultiDiGraph, start: str, end: str) -> list[list[Edge]]:
-    paths = islice(nx.all_simple_edge_paths(graph, start, end, cutoff=len(graph)), MAX_ENUMERATED)
+def _edge_paths(graph: nx.MultiDiGraph[str], start: str, end: str) -> list[list[Edge]]:
+    # types-networkx says paths of nodes or of (u, v) pairs; in a multigraph they are paths of
+    # (u, v, key) edges, which is what networkx documents and returns.
+    paths = cast(
+        "Iterator[list[tuple[str, str, int]]]",
+        islice(nx.all_simple_edge_paths(graph, start, end, cutoff=len(graph)), MAX_ENUMERATED),
+    )
     return [[{**graph.edges[edge], "to": edge[1]} for edge in path] for path in paths]
 
 
@@ -325,7 +330,7 @@ def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
 # -- resilience ----------------------------------------------------------------------------------------
 
 
-def _parts(graph: nx.Graph) -> str:
+def _parts(graph: nx.Graph[str]) -> str:
     """The groups of nodes a cut leaves, smallest first: `[a] | [b, c]`."""
     parts = sorted((_group(c) for c in nx.connected_components(graph)), key=lambda text: (len(text), text))
     return " | ".join(parts)
@@ -343,9 +348,10 @@ def check_articulation_points(topology: Topology) -> Iterator[Finding]:
 
 def check_bridges(topology: Topology) -> Iterator[Finding]:
     graph = connection_graph(topology)
-    for u, v in nx.bridges(graph):
+    # types-networkx says bridges() yields nodes; it yields (u, v) edges, as networkx documents.
+    for u, v in cast("Iterator[tuple[str, str]]", nx.bridges(graph)):
         decls = graph.edges[u, v]["decls"]
-        rest = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
+        rest: nx.Graph[str] = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
         rest.remove_edge(u, v)
         message = (
             f"the connection {u} - {v} ({', '.join(describe(d) for d in decls)}) is a single point of "
@@ -354,9 +360,15 @@ def check_bridges(topology: Topology) -> Iterator[Finding]:
         yield Finding("warning", "bridge", message, decls[0].where)
 
 
+def _flows(topology: Topology) -> Iterator[Route | Federation]:
+    """The declarations that move an exchange's messages: routes, then federations."""
+    yield from topology.routes
+    yield from topology.federations
+
+
 def check_diameter(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        graph = nx.DiGraph(flow_graph(topology, exchange))
+        graph: nx.DiGraph[str] = nx.DiGraph(flow_graph(topology, exchange))
         graph.remove_edges_from(nx.selfloop_edges(graph))
         longest: list[str] = []
         for _start, paths in nx.all_pairs_shortest_path(graph):
@@ -364,6 +376,6 @@ def check_diameter(topology: Topology) -> Iterator[Finding]:
                 if len(path) > len(longest):
                     longest = path
         if len(longest) > 1:
-            where = next(d.where for d in (*topology.routes, *topology.federations) if d.exchange == exchange)
+            where = next(d.where for d in _flows(topology) if d.exchange == exchange)
             message = f"exchange '{exchange}': a message crosses at most {len(longest) - 1} hop(s) ({arrow(longest)})"
             yield Finding("info", "diameter", message, where)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 from gateway.routing.bindings import binding_identity
-from topology.graph import describe, dynamic_tags
+from topology.graph import declarations, describe, dynamic_tags
 from topology.model import (
     Binding,
     Exchange,
@@ -77,8 +77,10 @@ def check_unknown_nodes(topology: Topology) -> Iterator[Finding]:
 def _exchange_references(topology: Topology) -> Iterator[tuple[Any, str, str]]:
     """(declaration, node, exchange) for every exchange a declaration needs (dynamic routes are
     check_dynamic_exchanges')."""
-    for decl in (*topology.bindings, *topology.publishers):
-        yield decl, decl.node, decl.exchange
+    for binding in topology.bindings:
+        yield binding, binding.node, binding.exchange
+    for publisher in topology.publishers:
+        yield publisher, publisher.node, publisher.exchange
     for route in topology.routes:
         if route.kind == "exchange":
             yield route, route.source, route.exchange
@@ -98,7 +100,7 @@ def check_unknown_exchanges(topology: Topology) -> Iterator[Finding]:
 
 
 def check_unknown_queues(topology: Topology) -> Iterator[Finding]:
-    needed = [(b, b.node, b.queue) for b in topology.bindings]
+    needed: list[tuple[Binding | Route, str, str]] = [(b, b.node, b.queue) for b in topology.bindings]
     needed += [(r, r.source, r.queue or "") for r in topology.routes if r.kind == "queue"]
     for decl, node, name in needed:
         if _known(topology, node) and topology.queue(node, name) is None:
@@ -192,7 +194,7 @@ def check_shared_endpoints(topology: Topology) -> Iterator[Finding]:
 
 
 def check_self_links(topology: Topology) -> Iterator[Finding]:
-    for decl in (*topology.links, *topology.routes, *topology.federations):
+    for decl in declarations(topology):
         start, end = node_references(decl)
         if start == end:
             message = f"{describe(decl)} connects {start} to itself: a node refuses to link to itself"

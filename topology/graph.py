@@ -66,9 +66,9 @@ def declarations(topology: Topology) -> Iterator[Declaration]:
     yield from topology.federations
 
 
-def topology_graph(topology: Topology) -> nx.MultiDiGraph:
+def topology_graph(topology: Topology) -> nx.MultiDiGraph[str]:
     """Declared nodes, and an edge per link, route and federation whose two nodes are declared."""
-    graph = nx.MultiDiGraph()
+    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
     for name, node in topology.nodes.items():
         graph.add_node(name, region=node.region, endpoint=node.endpoint)
     for decl in declarations(topology):
@@ -78,10 +78,10 @@ def topology_graph(topology: Topology) -> nx.MultiDiGraph:
     return graph
 
 
-def connection_graph(topology: Topology) -> nx.Graph:
+def connection_graph(topology: Topology) -> nx.Graph[str]:
     """Undirected, one edge per connected pair, listing the declarations that connect it
     (self-loops left out: they connect nothing)."""
-    graph = nx.Graph()
+    graph: nx.Graph[str] = nx.Graph()
     graph.add_nodes_from(topology.nodes)
     for start, end, data in topology_graph(topology).edges(data=True):
         if start == end:
@@ -104,10 +104,10 @@ def _queue_bound_to(topology: Topology, node: str, queue: str | None, exchange: 
     return any(b.node == node and b.queue == queue and b.exchange == exchange for b in topology.bindings)
 
 
-def flow_graph(topology: Topology, exchange: str) -> nx.MultiDiGraph:
+def flow_graph(topology: Topology, exchange: str) -> nx.MultiDiGraph[str]:
     """How messages of `exchange` move between declared nodes (edge kinds: dynamic, exchange,
     queue, federation-up, federation-down)."""
-    graph = nx.MultiDiGraph()
+    graph: nx.MultiDiGraph[str] = nx.MultiDiGraph()
     graph.add_nodes_from(topology.nodes)
     known = topology.nodes
     for route in topology.routes:
@@ -169,7 +169,7 @@ def dynamic_hop_allowed(topology: Topology, exchange: str, path: list[str], hop:
 def dynamic_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[str]]:
     """The simple paths of dynamic routes a message of `exchange` could take from `start` to
     `end`: those interest from `end` can travel back along (tags and exclude lists respected)."""
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(topology.nodes)
     for route in topology.routes:
         if route.kind == "dynamic" and route.exchange == exchange and route.source != route.destination:

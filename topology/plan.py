@@ -34,7 +34,7 @@ node's own configuration makes (source `config`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from federation import formatting
@@ -117,7 +117,7 @@ def protected_queue(record: formatting.Record) -> bool:
     )
 
 
-def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """`attr: old -> new` for every attribute that differs, in `new`'s order."""
     return [
         f"{name}: {show(old.get(name))} -> {show(value)}"
@@ -283,8 +283,8 @@ class _NodeDiff:
         live: dict[tuple[str, str, str, str], formatting.Record] = {}
         for record in self.live.bindings:
             if record.get("destination_kind", "queue") == "queue":
-                key = (str(record["exchange"]), str(record["destination"]), str(record["routing_key"]))
-                live[(*key, show(record.get("arguments") or {}))] = record
+                edge = (str(record["exchange"]), str(record["destination"]), str(record["routing_key"]))
+                live[(*edge, show(record.get("arguments") or {}))] = record
         declared: list[Binding] = self.declared(self.topology.bindings)
         wanted: set[tuple[str, str, str, str]] = set()
         for binding in declared:

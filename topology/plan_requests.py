@@ -4,6 +4,7 @@ the plan names and describes each object on its lines (topology.plan builds on b
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from federation.requests import Request
@@ -54,13 +55,13 @@ def binding_request(method: str, exchange: str, queue: str, key: str, arguments:
 # -- how objects are named and described in the plan -------------------------------------------
 
 
-def exchange_detail(record: dict[str, Any]) -> list[str]:
+def exchange_detail(record: Mapping[str, Any]) -> list[str]:
     detail = [str(record.get("type")), "durable" if record.get("durable") else "transient"]
     detail += [flag.replace("_", "-") for flag in ("auto_delete", "internal") if record.get(flag)]
     return detail
 
 
-def queue_detail(record: dict[str, Any]) -> list[str]:
+def queue_detail(record: Mapping[str, Any]) -> list[str]:
     detail = ["durable" if record.get("durable") else "transient"]
     if record.get("auto_delete"):
         detail.append("auto-delete")

@@ -43,7 +43,8 @@ def is_local(host: str) -> bool:
         if host in ("localhost", socket.gethostname(), socket.getfqdn()):
             return True
         try:
-            resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+            # typeshed allows an (int, bytes) address, which IPv4 and IPv6 results never are.
+            resolved = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
         except OSError:
             return False
         return any(is_local(found) for found in resolved)
@@ -54,7 +55,7 @@ def is_local(host: str) -> bool:
 
 def _own_addresses() -> set[str]:
     try:
-        return {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)}
+        return {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
     except OSError:
         return set()
 

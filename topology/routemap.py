@@ -59,8 +59,8 @@ def _view(topology: Topology, node: Node) -> NodeView:
         for link in topology.effective_links()
         if link.opener == node.name and link.peer in topology.nodes and link.peer != node.name
     ]
-    links = [link_record(topology.nodes[link.peer], link) for link in peers]
-    routes: list[Record] = []
+    links: list[formatting.Record] = [link_record(topology.nodes[link.peer], link) for link in peers]
+    routes: list[formatting.Record] = []
     for link in peers:
         identities: set[tuple[Any, ...]] = set()
         for route in topology.routes:
@@ -71,7 +71,7 @@ def _view(topology: Topology, node: Node) -> NodeView:
             if identity not in identities:  # the node refuses a duplicate route
                 identities.add(identity)
                 routes.append(record)
-    federations: list[Record] = []
+    federations: list[formatting.Record] = []
     federated: set[str] = set()
     for federation in topology.federations:
         if federation.child != node.name or federation.parent not in topology.nodes:
@@ -222,13 +222,13 @@ def _marked(line: str, marker: str) -> str:
 
 
 def _pair(
-    expected: Iterable[Record], live: Iterable[Record] | None, identity: Any
-) -> list[tuple[Record, str | None]]:
+    expected: Iterable[formatting.Record], live: Iterable[formatting.Record] | None, identity: Any
+) -> list[tuple[formatting.Record, str | None]]:
     """Each record once, expected ones first then the live ones the file lacks, with where it
     is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one."""
     live_list = list(live) if live is not None else None
     by_identity = {identity(record): record for record in live_list or ()}
-    paired: list[tuple[Record, str | None]] = []
+    paired: list[tuple[formatting.Record, str | None]] = []
     wanted = set()
     for record in expected:
         key = identity(record)
@@ -327,17 +327,19 @@ def compare_views(
             probes.append(formatting.map_probe(here, f"Failed: {got}"))
         else:
             probes.append(formatting.map_probe(here, None))
-        for record, where in _pair(wanted.links, view and view.links, _link_identity):
+        for record, where in _pair(wanted.links, view.links if view is not None else None, _link_identity):
             marker = tally.mark(where, _down(record) if where is None else "")
             links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
-        for record, where in _pair(wanted.routes, view and view.routes, _route_identity):
+        for record, where in _pair(wanted.routes, view.routes if view is not None else None, _route_identity):
             marker = tally.mark(where)
             if record["kind"] == "dynamic":
                 pairs = dynamic.setdefault(record["exchange"], {})
                 pairs[(formatting.route_peer(record), here)] = marker
             else:
                 static.append(_marked(formatting.static_route_line(here, record), marker))
-        for record, where in _pair(wanted.federations, view and view.federations, _federation_identity):
+        for record, where in _pair(
+            wanted.federations, view.federations if view is not None else None, _federation_identity
+        ):
             marker = tally.mark(where, _down(record) if where is None else "")
             federations.append(_marked(formatting.federation_line(here, record), marker))
     lines = ["", "Reading Brokers:", *probes, "", "Links:"]

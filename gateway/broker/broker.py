@@ -134,18 +134,22 @@ class Broker:
                     dict(record.arguments),
                     persist=False,
                 )
-        for record in snapshot.queues:
-            vhost = self.add_vhost_silently(record.vhost)
-            arguments = dict(record.arguments)
-            options = parse_queue_arguments(arguments, describe("queue", record.name, record.vhost))
-            vhost.create_queue(record.name, True, None, record.auto_delete, arguments, options, persist=False)
-        for record in snapshot.bindings:
-            vhost = self.add_vhost_silently(record.vhost)
-            source = vhost.exchanges.get(record.source)
-            table = vhost.queues if record.destination_kind == "queue" else vhost.exchanges
-            destination = table.get(record.destination)
+        for queue_record in snapshot.queues:
+            vhost = self.add_vhost_silently(queue_record.vhost)
+            arguments = dict(queue_record.arguments)
+            options = parse_queue_arguments(
+                arguments, describe("queue", queue_record.name, queue_record.vhost)
+            )
+            vhost.create_queue(
+                queue_record.name, True, None, queue_record.auto_delete, arguments, options, persist=False
+            )
+        for binding in snapshot.bindings:
+            vhost = self.add_vhost_silently(binding.vhost)
+            source = vhost.exchanges.get(binding.source)
+            table = vhost.queues if binding.destination_kind == "queue" else vhost.exchanges
+            destination = table.get(binding.destination)
             if source is not None and destination is not None:
-                vhost.bind(source, destination, record.routing_key, dict(record.arguments), persist=False)
+                vhost.bind(source, destination, binding.routing_key, dict(binding.arguments), persist=False)
         now = self.clock()
         shared: dict[int, Message] = {}
         highest = 0
@@ -153,24 +157,24 @@ class Broker:
             queue = self.add_vhost_silently(vhost_name).queues.get(queue_name)
             if queue is None:
                 continue
-            for record in records:
+            for stored in records:
                 # Deadlines are clock times, so they run on across the restart (schema-1
                 # records lack routed_at: theirs count from now).
-                routed_at = now if record.routed_at is None else record.routed_at
-                message = shared.get(record.message_id)
+                routed_at = now if stored.routed_at is None else stored.routed_at
+                message = shared.get(stored.message_id)
                 if message is None:
-                    content = record.content
-                    message = shared[record.message_id] = Message(
-                        record.message_id,
-                        record.exchange,
-                        record.routing_key,
+                    content = stored.content
+                    message = shared[stored.message_id] = Message(
+                        stored.message_id,
+                        stored.exchange,
+                        stored.routing_key,
                         content,
                         True,
                         expiration_deadline(content, routed_at) if content.expiration is not None else None,
                         0,
                     )
-                    highest = max(highest, record.message_id)
-                queue.restore(message, record.redelivered, routed_at)
+                    highest = max(highest, stored.message_id)
+                queue.restore(message, stored.redelivered, routed_at)
         self.next_message_id = max(self.next_message_id, snapshot.next_message_id, highest + 1)
 
     def add_vhost_silently(self, name: str) -> VHost:

@@ -51,8 +51,8 @@ class Consumer:
         #: basic.qos global=false applies per consumer, fixed when the consumer starts (RabbitMQ).
         self.prefetch_count = channel.consumer_prefetch_count
         self.prefetch_size = channel.consumer_prefetch_size
-        self.held = 0
-        self.held_bytes = 0
+        self.held: int = 0
+        self.held_bytes: int = 0
 
     def can_take(self, size: int) -> bool:
         """Whether a message of `size` bytes may be delivered now (flow, back-pressure, qos)."""
@@ -116,8 +116,8 @@ class Channel:
         self.unacked: dict[int, Entry] = {}
         self.next_tag = 1
         #: Unacked consumer deliveries (not basic.get ones), for the channel-wide prefetch.
-        self.held = 0
-        self.held_bytes = 0
+        self.held: int = 0
+        self.held_bytes: int = 0
         self.prefetch_count = 0
         self.prefetch_size = 0
         self.consumer_prefetch_count = 0

@@ -91,8 +91,9 @@ def would_cycle(copy: Message, queue: str) -> bool:
     return seen
 
 
-def _x_deaths(content: Content) -> Deaths:
-    """The (queue, reason) pairs of a copy's x-death header (which dead_letter_copy wrote)."""
+def _x_deaths(content: Content) -> tuple[tuple[object, object], ...]:
+    """The (queue, reason) pairs of a copy's x-death header (which dead_letter_copy wrote, but
+    a client may have sent its own: anything, or nothing, in either place)."""
     deaths = (content.headers or {}).get("x-death") or ()
     return tuple((death.get("queue"), death.get("reason")) for death in deaths if isinstance(death, dict))
 

@@ -53,7 +53,9 @@ def basic_consume(session: Session, channel: Channel, method: commands.Basic.Con
 
 
 def basic_cancel(session: Session, channel: Channel, method: commands.Basic.Cancel) -> None:
-    consumer = channel.consumers.pop(method.consumer_tag, None)
+    # pamqp types the tag optional (Cancel() can be built without one); a decoded Cancel has a
+    # string, possibly empty, and no consumer has the empty tag (basic_consume generates one).
+    consumer = channel.consumers.pop(method.consumer_tag or "", None)
     if not method.nowait:
         channel.send(commands.Basic.CancelOk(method.consumer_tag))
     if consumer is not None:

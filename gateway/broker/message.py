@@ -12,8 +12,8 @@ from gateway.broker.outbox import ReturnTo
 from gateway.wire.content import Content
 
 if TYPE_CHECKING:
+    from gateway.broker.channel import Consumer
     from gateway.broker.queue import Queue
-    from gateway.broker.session import Consumer
 
 
 class Message:

@@ -67,10 +67,17 @@ class Return(NamedTuple):
 
 
 class Outbox(Protocol):
-    #: The client's "capabilities" table (consumer_cancel_notify, publisher_confirms, ...).
-    client_capabilities: dict[str, Any]
-    #: The peer's address, for logs.
-    peer: str
+    # Read-only properties: the model only reads them, and the server's connection handler
+    # computes the capabilities from its wire state (a plain attribute satisfies them too).
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """The client's "capabilities" table (consumer_cancel_notify, publisher_confirms, ...)."""
+        ...
+
+    @property
+    def peer(self) -> str:
+        """The peer's address, for logs."""
+        ...
 
     def send_method(self, channel: int, method: Any) -> None: ...
 

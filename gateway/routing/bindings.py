@@ -12,7 +12,9 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 Arguments = Mapping[str, Any] | None
-Binding = tuple[str, dict[str, Any], Hashable]
+#: (routing key, arguments, destination), the destination as it was bound: typed Any, as
+#: `graph.reach`'s results are, because the caller knows what it binds (no cast needed).
+Binding = tuple[str, dict[str, Any], Any]
 #: What tells bindings of one exchange to one destination apart (see `binding_identity`).
 Identity = tuple[str, Hashable]
 

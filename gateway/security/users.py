@@ -23,13 +23,16 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from gateway.security.passwords import PasswordHash, VerifiedCache
 from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
+
+_T = TypeVar("_T")
 
 GUEST = "guest"
 #: The login federation peerings use by default (OpenAMQ's), built in like guest.
@@ -187,20 +190,14 @@ def _parse(doc: TomlFile) -> list[_Record]:
             password = _password(entry["password"])
         except (Invalid, ValueError) as err:
             raise doc.error((*where, "password"), str(err)) from None
-        checks = {"vhosts": _string_list, "tags": _string_list, "loopback_only": _bool}
-        values = {}
-        for key, check in checks.items():
-            if key in entry:
-                try:
-                    values[key] = check(entry[key])
-                except Invalid as err:
-                    raise doc.error((*where, key), str(err)) from None
-        vhosts = values.get("vhosts")
+        vhosts = _optional(doc, entry, where, "vhosts", _string_list)
+        tags = _optional(doc, entry, where, "tags", _string_list)
+        loopback_only = _optional(doc, entry, where, "loopback_only", _bool)
         user = User(
             name,
             frozenset(vhosts) if vhosts is not None else None,
-            tuple(values.get("tags", ())),
-            values.get("loopback_only", name in _LOOPBACK_BY_DEFAULT),
+            tuple(tags or ()),
+            name in _LOOPBACK_BY_DEFAULT if loopback_only is None else loopback_only,
         )
         records.append(_Record(user, password))
     return records
@@ -244,6 +241,22 @@ def _password(value: object) -> PasswordHash:
         return PasswordHash.parse(value)
     except ValueError as err:
         raise ValueError(f"malformed password hash: {err}") from None
+
+
+def _optional(
+    doc: TomlFile,
+    entry: Mapping[str, object],
+    where: tuple[str, ...],
+    key: str,
+    check: Callable[[object], _T],
+) -> _T | None:
+    """`check(entry[key])`, None if the key is absent; an error naming the key if it fails."""
+    if key not in entry:
+        return None
+    try:
+        return check(entry[key])
+    except Invalid as err:
+        raise doc.error((*where, key), str(err)) from None
 
 
 def _string_list(value: object) -> list[str]:

@@ -28,6 +28,7 @@ a channel that is closing or gone are dropped, as the server may have closed it 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any
 
 from pamqp import base, commands
@@ -155,7 +156,7 @@ CLIENT_CHANNEL_INCOMING: dict[ClientChannelState, dict[type, ClientChannelState]
 _SENDABLE = frozenset({_CS.OPENING, _CS.OPEN, _CS.AWAIT_HEADER, _CS.AWAIT_BODY})
 
 #: What a server-sent content method becomes once its content is whole.
-_CONTENT_EVENTS: dict[type, type[Event]] = {
+_CONTENT_EVENTS: dict[type, Callable[..., Event]] = {
     _B.Deliver: MessageDelivered,
     _B.GetOk: MessageGot,
     _B.Return: MessageReturned,
@@ -358,7 +359,7 @@ class ClientConnection(FrameIO):
         self._queue(frames.encode_method(0, _C.CloseOk()))
         if method.reply_code == 403 and self.state is not ClientState.OPEN:
             return LoginRefused(method.reply_text)
-        return ConnectionClosedByPeer(method.reply_code, method.reply_text)
+        return ConnectionClosedByPeer(method.reply_code or 0, method.reply_text)
 
     # ------------------------------------------------------------------ channels
 
@@ -409,14 +410,14 @@ class ClientConnection(FrameIO):
             return ChannelOpened(channel)
         if kind is _Ch.CloseOk:
             return ChannelClosed(channel)
-        if kind is _Ch.Close:
+        if isinstance(method, _Ch.Close):
             self._queue(frames.encode_method(channel, _Ch.CloseOk()))
             if ch.state is _CS.CLOSING:  # crossed our own Close, whose Close-Ok is still due
                 return None
-            return ChannelClosedByPeer(channel, method.reply_code, method.reply_text)
-        if kind is _B.Nack:
+            return ChannelClosedByPeer(channel, method.reply_code or 0, method.reply_text)
+        if isinstance(method, _B.Nack):
             return Nacked(channel, method.delivery_tag, method.multiple)
-        if kind is _Ch.Flow:
+        if isinstance(method, _Ch.Flow):
             self._queue(frames.encode_method(channel, _Ch.FlowOk(method.active)))
         return MethodReceived(channel, method)
 

@@ -8,9 +8,10 @@ few fields the broker reads are parsed, once, on first use.
 from __future__ import annotations
 
 import contextlib
+import enum
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final, Literal
 
 from pamqp import commands, decode
 
@@ -28,7 +29,14 @@ _EXPIRATION = 1 << 8
 #: The properties after expiration: (flag, width), width 0 for a shortstr.
 _TAIL = ((1 << 7, 0), (1 << 6, 8), (1 << 5, 0), (1 << 4, 0), (1 << 3, 0), (1 << 2, 0))
 
-_UNSCANNED = object()
+
+class _Unscanned(enum.Enum):
+    """The headers table is not decoded yet (None means there is none)."""
+
+    UNSCANNED = "UNSCANNED"
+
+
+_UNSCANNED: Final = _Unscanned.UNSCANNED
 
 #: What `_scan` finds: (delivery mode, priority, reply-to, expiration, raw headers table).
 _Fields = tuple[int | None, int | None, str | None, str | None, bytes | None]
@@ -57,7 +65,7 @@ class Content:
         self.body = body
         self._properties: commands.Basic.Properties | None = None
         self._fields: _Fields | None = None
-        self._headers: Any = _UNSCANNED
+        self._headers: dict[str, Any] | None | Literal[_Unscanned.UNSCANNED] = _UNSCANNED
 
     @classmethod
     def from_properties(cls, properties: commands.Basic.Properties | None, body: bytes) -> Content:
@@ -235,6 +243,7 @@ def _flags(data: bytes) -> int:
     while True:
         if len(data) < offset + 2:
             raise ValueError("content header property flags are truncated")
+        word: int
         (word,) = struct.unpack_from(">H", data, offset)
         flags |= (word & 0xFFFE) << (16 * index)
         offset += 2

@@ -23,7 +23,7 @@ class _Sentinel(enum.Enum):
     NEED_DATA = "NEED_DATA"
 
     def __repr__(self) -> str:
-        return self.value
+        return self.name
 
     __str__ = __repr__
 
