@@ -8,7 +8,8 @@ for at most CLOSE_TIMEOUT). Channels make calls (one synchronous reply each, mat
 order), publish and ack without awaiting (bytes are queued for the writer), and hand
 deliveries over through a bounded memory channel.
 
-Resource handling: the connection owns one nursery with three tasks.
+Resource handling: the connection owns one nursery with three tasks, over the gateway.pump.Pump
+that the node's connections use too (every wait is on an event or a deadline, none polls).
 - The reader feeds the socket's bytes to the wire connection and dispatches its events to
   channels synchronously. When a channel's delivery buffer is full it waits for room instead
   of reading on: a slow consumer slows the socket (and, through TCP and the server's prefetch,
@@ -17,9 +18,10 @@ Resource handling: the connection owns one nursery with three tasks.
   unread deliveries.
 - The writer is the only task writing the socket: it drains whatever the wire connection
   queued, so frames never interleave.
-- The heartbeat task (when negotiated) sends a heartbeat every interval/2 and declares the
-  connection lost after two intervals without a byte from the server: a half-open TCP
-  connection is detected. Time the reader spent waiting for the application does not count.
+- The heartbeat task (when negotiated) sends a heartbeat after interval/2 without sending
+  anything and declares the connection lost after two intervals without a byte from the
+  server: a half-open TCP connection is detected. Time the reader spent waiting for the
+  application does not count.
 
 Error handling: the tasks never raise for the connection's failure. The first failure is
 recorded; pending calls, confirm waits and delivery iterations raise it; then the nursery is
@@ -53,18 +55,17 @@ from federation.errors import (
     PublishNacked,
 )
 from gateway.names import DEFAULT_VHOST
+from gateway.pump import Pump
 from gateway.wire import NEED_DATA, Content, Negotiated, events, make_method
 from gateway.wire.client import ClientConnection, ClientState
 
 LOGGER = logging.getLogger("federation.client")
 
-RECEIVE_SIZE = 256 * 1024
 #: How long leaving `connect` waits for the server's Close-Ok (and a failing connection for
 #: its last frames to be written).
 CLOSE_TIMEOUT = 3.0
 #: Deliveries a channel holds for the application before the reader stops reading.
 DELIVERY_BUFFER = 1024
-FLUSH_POLL = 0.005
 
 #: A message for one of our consumers: consumer_tag, delivery_tag, redelivered, exchange,
 #: routing_key, content (and channel). The wire event itself, so no copy per message.
@@ -191,17 +192,15 @@ class Connection:
         self.blocked: str | None = None
         self._stream = stream
         self._wire = wire
+        self._pump = Pump(stream, wire)
         self._channels: dict[int, Channel] = {}
         self._nursery: trio.Nursery | None = None
         self._task_scopes: list[trio.CancelScope] = []
-        self._wakeup = trio.Event()
-        self._wakeup.set()  # the protocol header is already queued
+        self._pump.wakeup.set()  # the protocol header is already queued
         self._opened = trio.Event()
         self._closed = trio.Event()
         self._closing = False
-        self._sending = False
         self._reading_paused = False
-        self._last_received = trio.current_time()
         self._eof_reason = "closed by the server"
         self._error: ClientError | None = None
         self._body_done = False
@@ -293,34 +292,27 @@ class Connection:
         for channel in self._channels.values():
             channel._inbox_in.close()  # a reader waiting for room must get to the Close-Ok
         self._wire.close()
-        self._wakeup.set()
+        self._pump.wakeup.set()
         with trio.move_on_after(CLOSE_TIMEOUT) as scope:
             scope.shield = True
             await self._closed.wait()
 
     async def _flush(self) -> None:
         """Let the writer send what is queued (a Close-Ok, our Close), for a bounded time."""
-        self._wakeup.set()
         with trio.move_on_after(CLOSE_TIMEOUT):
-            while self._wire.pending_output() or self._sending:
-                await trio.sleep(FLUSH_POLL)
+            await self._pump.drain()
 
     # -- tasks ----------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        wire = self._wire
+        wire, pump = self._wire, self._pump
         while True:
-            try:
-                data = await self._stream.receive_some(RECEIVE_SIZE)
-            except trio.BrokenResourceError as exc:
-                self._eof_reason = _os_error_text(exc)
-                data = b""
-            self._last_received = trio.current_time()
-            wire.receive_data(data)
+            if not await pump.receive() and pump.receive_error is not None:
+                self._eof_reason = _os_error_text(pump.receive_error)
             if not await self._process_events():
                 return
             if wire.pending_output():
-                self._wakeup.set()
+                pump.wakeup.set()
 
     async def _process_events(self) -> bool:
         """Dispatch events until NEED_DATA (True) or the connection's end (False)."""
@@ -328,28 +320,32 @@ class Connection:
         channels = self._channels
         while True:
             event = next_event()
-            kind = type(event)
-            if kind is Delivery:  # the hot path: no coroutine unless the buffer is full
+            if type(event) is Delivery:  # the hot path: no coroutine unless the buffer is full
                 channel = channels.get(event.channel)
                 if channel is not None:
                     try:
                         channel._inbox_in.send_nowait(event)
                     except (trio.WouldBlock, trio.ClosedResourceError):
                         await self._hand_over(channel, event)
-            elif event is NEED_DATA:
+                continue
+            if event is NEED_DATA:
                 return True
-            elif kind is events.MethodReceived and type(event.method) is commands.Basic.Cancel:
-                # Consumer-cancel notification: it takes its place after the deliveries before it.
-                channel = channels.get(event.channel)
-                if channel is not None:
-                    await self._hand_over(channel, ConsumerCancelled(event.method.consumer_tag))
-            elif kind in _TERMINAL:
+            if type(event) is events.MethodReceived:
+                method = event.method
+                if type(method) is commands.Basic.Cancel:
+                    # Consumer-cancel notification: it takes its place after the deliveries
+                    # before it.
+                    channel = channels.get(event.channel)
+                    if channel is not None:
+                        await self._hand_over(channel, ConsumerCancelled(method.consumer_tag or ""))
+                    continue
+            kind = type(event)
+            if kind in _TERMINAL:
                 await self._on_terminal(event)
                 return False
-            else:
-                handler = _DISPATCH.get(kind)
-                if handler is not None:
-                    handler(self, event)
+            handler = _DISPATCH.get(kind)
+            if handler is not None:
+                handler(self, event)
 
     async def _hand_over(self, channel: Channel, item: Delivery | ConsumerCancelled) -> None:
         """Put an item in the channel's buffer; when it is full, stop reading until it is not."""
@@ -367,37 +363,18 @@ class Connection:
             pass
         finally:
             self._reading_paused = False
-            self._last_received = trio.current_time()
+            self._pump.last_received = trio.current_time()
 
     async def _write_loop(self) -> None:
-        wire = self._wire
-        while True:
-            await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            data = wire.data_to_send()
-            if not data:
-                continue
-            self._sending = True
-            try:
-                await self._stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                if self._closing:
-                    self._closed.set()
-                else:
-                    self._fail(ConnectionLost(f"connection to {self.address} lost: {_os_error_text(exc)}"))
-                return
-            finally:
-                self._sending = False
+        exc = await self._pump.write_loop()
+        if self._closing:
+            self._closed.set()
+        else:
+            self._fail(ConnectionLost(f"connection to {self.address} lost: {_os_error_text(exc)}"))
 
     async def _heartbeat_loop(self, interval: int) -> None:
-        while True:
-            await trio.sleep(interval / 2)
-            silence = trio.current_time() - self._last_received
-            if not self._reading_paused and silence > 2 * interval:
-                self._fail(ConnectionLost(f"missed heartbeats from {self.address}"))
-                return
-            self._wire.send_heartbeat()
-            self._wakeup.set()
+        await self._pump.keep_alive(interval, lambda: self._reading_paused)
+        self._fail(ConnectionLost(f"missed heartbeats from {self.address}"))
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -503,6 +480,7 @@ class Channel:
         self.on_return: Callable[[events.MessageReturned], None] | None = None
         self._connection = connection
         self._wire = connection._wire
+        self._pump = connection._pump
         self._replies: deque[_Reply] = deque()
         self._inbox_in, self._inbox = trio.open_memory_channel[Delivery | ConsumerCancelled](buffer)
         self._closed = trio.Event()
@@ -527,7 +505,7 @@ class Channel:
         self._check()
         self._wire.send_method(self.number, method)
         if getattr(method, "nowait", False):
-            self._connection._wakeup.set()
+            self._connection._pump.wakeup.set()
             return None
         return await self._reply()
 
@@ -558,6 +536,7 @@ class Channel:
             arguments=arguments or {},
         )
         reply: commands.Basic.ConsumeOk = await self.call(consume)
+        assert reply.consumer_tag is not None  # the server names the consumer when we do not
         return reply.consumer_tag
 
     async def get(self, queue: str, *, no_ack: bool = False) -> events.MessageGot | None:
@@ -573,7 +552,7 @@ class Channel:
         self._closed_by_us = True
         self._fail(ClientError(f"channel {self.number} is closed"))
         self._wire.close_channel(self.number)
-        self._connection._wakeup.set()
+        self._pump.wakeup.set()
         with trio.move_on_after(self._connection.timeout):
             await self._closed.wait()
 
@@ -586,7 +565,7 @@ class Channel:
         if self._error is not None:
             raise self._error
         self._wire.send_publish(self.number, exchange, routing_key, mandatory, content)
-        self._connection._wakeup.set()
+        self._pump.wakeup.set()
         if not self._confirming:
             return None
         self._published += 1
@@ -598,7 +577,7 @@ class Channel:
         if self._error is not None:
             raise self._error
         self._wire.send_ack(self.number, delivery_tag, multiple)
-        self._connection._wakeup.set()
+        self._pump.wakeup.set()
 
     def deliveries(self) -> AsyncIterator[Delivery]:
         """The channel's deliveries, in order. Ends when we close the channel; raises the
@@ -675,7 +654,7 @@ class Channel:
         """Wait, bounded, for the reply to the method just queued."""
         reply = _Reply()
         self._replies.append(reply)
-        self._connection._wakeup.set()
+        self._pump.wakeup.set()
         with trio.fail_after(self._connection.timeout):
             await reply.done.wait()
         if reply.error is not None:
@@ -722,9 +701,9 @@ class _Deliveries:
         if not taken:
             await self._take()
         item = taken.popleft()
-        if type(item) is Delivery:
-            return item
-        raise item
+        if isinstance(item, ConsumerCancelled):
+            raise item
+        return item
 
     async def _take(self) -> None:
         inbox, taken = self._inbox, self._taken

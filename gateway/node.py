@@ -14,6 +14,7 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 
 import trio
@@ -65,13 +66,20 @@ class Node:
         limits: Limits = DEFAULT_LIMITS,
         federation: FederationSettings | None = None,
         disk_free_limit: int = DEFAULT_LIMIT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock` is the node's one monotonic clock, read by the model (TTLs, queue expiry)
+        and turned into Trio deadlines by the node's timer. Pass trio.current_time (in a
+        Trio run) to put the model on Trio's clock, virtual under trio.testing.MockClock.
+        Wall time stays only where the store records it (a message's routed_at), so that
+        deadlines survive a restart."""
         self.name = name
+        self.clock = clock
         self.users = users
         self.logins = Logins(users)
         self.store = store
         self.limits = limits
-        self.broker = Broker(store=store, node_name=name)
+        self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
         self.disk_alarm = (
             None
             if store is None
@@ -104,6 +112,8 @@ class Node:
         self._deadline_moved = trio.Event()
         self.broker.on_deadline = self._on_deadline
         self._stopping = False
+        #: Set when the last connection has ended, while shutdown() waits for that.
+        self._handlers_gone: trio.Event | None = None
         self._handler_nursery: trio.Nursery | None = None
 
     async def serve(
@@ -145,9 +155,10 @@ class Node:
         LOGGER.info("node %r shutting down: closing %d connection(s)", self.name, len(self.handlers))
         for handler in list(self.handlers):
             handler.force_close("broker forced connection closure with reason 'shutdown'")
-        with trio.move_on_after(SHUTDOWN_GRACE):
-            while self.handlers:
-                await trio.sleep(0.01)
+        if self.handlers:
+            self._handlers_gone = trio.Event()
+            with trio.move_on_after(SHUTDOWN_GRACE):
+                await self._handlers_gone.wait()
         if self.store is not None and self.store.pending:
             # One transaction for all that is left: the clients are gone, nobody waits behind it.
             self.broker.on_durable(await self.store.commit(settle_all=True), self.store.settled)
@@ -189,6 +200,8 @@ class Node:
             LOGGER.exception("connection %s failed", handler.peer)
         finally:
             self.handlers.discard(handler)
+            if not self.handlers and self._handlers_gone is not None:
+                self._handlers_gone.set()
             handler.release()
             self.want_commit()
             await trio.aclose_forcefully(stream)
@@ -234,17 +247,27 @@ class Node:
 
         The model reports a deadline earlier than the one we sleep towards through
         `on_deadline`, which wakes this loop early; otherwise it sleeps until the next one.
+        Deadlines are times of the node's clock, converted to Trio's (the same clock unless
+        the node was given another one).
         """
         while True:
             try:
                 deadline = self.broker.tick()
             except Exception:
                 LOGGER.exception("expiring messages and queues failed; retrying in %ss", TICK_RETRY)
-                deadline = time.time() + TICK_RETRY
+                deadline = self.clock() + TICK_RETRY
             self.want_commit()
             self._deadline_moved = trio.Event()
-            with trio.move_on_after(math.inf if deadline is None else max(deadline - time.time(), 0.0)):
+            with trio.move_on_at(self._trio_time(deadline)):
                 await self._deadline_moved.wait()
+
+    def _trio_time(self, deadline: float | None) -> float:
+        """A deadline of the node's clock as a deadline of Trio's (math.inf for None)."""
+        if deadline is None:
+            return math.inf
+        if self.clock is trio.current_time:
+            return deadline
+        return trio.current_time() + max(deadline - self.clock(), 0.0)
 
     def _on_deadline(self, deadline: float) -> None:
         self._deadline_moved.set()

@@ -6,14 +6,17 @@ every task of a connection in its nursery, so that they end with it. What the no
 (store, management, federation) is gateway.node's business: a handler only needs the
 `ConnectionHost` the node gives it.
 
-Resource handling: each connection has a reader task and a writer task. The broker model writes
-outgoing frames into the connection's wire buffer synchronously (possibly while handling another
-connection's publish) and wakes the writer; the writer drains the buffer to the stream. When a
-peer reads too slowly its buffer passes HIGH_WATER, the model stops dispatching to it, and the
-writer resumes the model once the buffer falls under LOW_WATER, RESUME_SLICE at a time. The
-other way round, the model
+Resource handling: each connection has a reader task and a writer task over one
+gateway.pump.Pump (the federation client uses the same one), a heartbeat task once the
+connection is open with heartbeats, and a timer bounding the wait for a Close-Ok. The broker
+model writes outgoing frames into the connection's wire buffer synchronously (possibly while
+handling another connection's publish) and wakes the writer; the writer drains the buffer to
+the stream. When a peer reads too slowly its buffer passes HIGH_WATER, the model stops
+dispatching to it and the reader stops reading, and the writer resumes the model once the
+buffer falls under LOW_WATER, RESUME_SLICE at a time. The other way round, the model
 blocks a publisher (Outbox.block: a full federation outbox, the disk alarm): the reader then
-handles none of its input until the model unblocks it.
+handles none of its input until the model unblocks it. Every wait is on an event or a
+deadline of Trio's clock, none on a polling sleep.
 
 Error handling: AMQP errors are answered on the scope the spec gives them (channel or
 connection). A connection-level close waits CLOSE_TIMEOUT for Close-Ok, then drops the stream.
@@ -34,6 +37,7 @@ from pamqp import commands
 
 from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
+from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
 from gateway.security import AuthenticationFailed, Logins
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection, server_properties
@@ -41,7 +45,8 @@ from gateway.wire.errors import AMQPError, connection_forced, internal_error, no
 
 LOGGER = logging.getLogger("gateway.server")
 
-HIGH_WATER = 512 * 1024
+#: HIGH_WATER (gateway.pump, 512 KiB): over it the model stops dispatching to a connection and
+#: its reader stops reading; under LOW_WATER its writer resumes the model.
 LOW_WATER = 128 * 1024
 #: The most one resume of a paused connection renders before its writer sends it. Feeding a
 #: backlog to a consumer is a chain of resumes, each one step of the event loop: a bigger step
@@ -49,7 +54,6 @@ LOW_WATER = 128 * 1024
 #: instead of this slice cost a tenth of consumer throughput (what publishes dispatch directly
 #: while a send is in flight).
 RESUME_SLICE = 128 * 1024
-RECEIVE_SIZE = 256 * 1024
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
 ACCEPT_RETRY_SLEEP = 0.1
@@ -168,10 +172,12 @@ class ConnectionHandler:
             channel_max=node.limits.channel_max,
             heartbeat=node.limits.heartbeat,
         )
+        self.pump = Pump(stream, self.wire, high_water=HIGH_WATER, receive_size=RECEIVE_SIZE)
         self.session: Session | None = None
         self.user: Any = None
-        self._wakeup = trio.Event()
-        self._sending = 0
+        #: The client's "capabilities" table, as the model reads it (from Start-Ok, taken when
+        #: the client opens its vhost).
+        self.client_capabilities: dict[str, Any] = {}
         self._paused = False
         #: How much output writable() allows: HIGH_WATER, or less while a resume renders a slice.
         self._window = HIGH_WATER
@@ -179,35 +185,30 @@ class ConnectionHandler:
         #: read, so the client's heartbeats wait in the stream.
         self._blocked: str | None = None
         self._unblocked = trio.Event()
-        self._last_received = trio.current_time()
-        self._last_sent = trio.current_time()
-        self._closing_deadline = math.inf
+        #: The Close-Ok timer: its deadline is when we stop waiting (math.inf: not closing).
+        self._close_scope = trio.CancelScope()
         self._done = False
         self._nursery: trio.Nursery | None = None
         self._handshake_scope = trio.CancelScope()
 
     # -- Outbox, called synchronously by the broker model -------------------------------------
 
-    @property
-    def client_capabilities(self) -> dict[str, Any]:
-        return self.wire.client_capabilities
-
     def writable(self) -> bool:
-        if self.wire.pending_output() + self._sending < self._window:
+        if self.wire.pending_output() + self.pump.sending < self._window:
             return True
         self._paused = True
         return False
 
     def send_method(self, channel: int, method: Any) -> None:
         self.wire.send_method(channel, method)
-        self._wakeup.set()
+        self.pump.wakeup.set()
 
     def send_deliver(self, delivery: DeliveryFields) -> None:
         channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content, _ = delivery
         self.wire.send_deliver(
             channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key, content
         )
-        self._wakeup.set()  # not _wake(): a call less per delivery and per confirm
+        self.pump.wakeup.set()  # not _wake(): a call less per delivery and per confirm
 
     def send_get_ok(self, get_ok: GetOk) -> None:
         self.wire.send_get_ok(*get_ok)
@@ -222,10 +223,16 @@ class ConnectionHandler:
         self._wake()
 
     def close_connection(self, error: AMQPError) -> None:
-        if self._closing_deadline == math.inf:
+        if self._close_scope.deadline == math.inf:
             self.wire.close_connection(error)
-            self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
+            self._close_within(CLOSE_TIMEOUT)
         self._wake()
+
+    def _close_within(self, timeout: float) -> None:
+        """Drop the stream if the peer has not closed it `timeout` seconds from now (or at the
+        earlier deadline already set)."""
+        scope = self._close_scope
+        scope.deadline = min(scope.deadline, trio.current_time() + timeout)
 
     def block(self, reason: str) -> None:
         """The reader stops after the event being handled and tells the client (_held)."""
@@ -255,7 +262,7 @@ class ConnectionHandler:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._write_loop)
-            nursery.start_soon(self._watchdog)
+            nursery.start_soon(self._close_timer)
             with trio.move_on_after(HANDSHAKE_TIMEOUT) as self._handshake_scope:
                 await self._read_loop()
             if self._handshake_scope.cancelled_caught:
@@ -267,29 +274,23 @@ class ConnectionHandler:
     async def _flush_and_stop(self, nursery: trio.Nursery) -> None:
         """Let the writer send what is queued (a Close, a Close-Ok), bounded, then stop."""
         with trio.move_on_after(CLOSE_TIMEOUT):
-            while self.wire.pending_output() or self._sending:
-                await trio.sleep(0.005)
+            await self.pump.drain()
         nursery.cancel_scope.cancel()
 
     def _wake(self) -> None:
-        self._wakeup.set()
+        self.pump.wakeup.set()
 
     async def _read_loop(self) -> None:
+        pump = self.pump
         while not self._done:
-            try:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            self._last_received = trio.current_time()
-            self.wire.receive_data(data)
+            data = await pump.receive()
             await self._process_events()
             self.node.want_commit()
             self._wake()
             if not data:
                 return
-            while self.wire.pending_output() + self._sending > HIGH_WATER and not self._done:
-                # The peer is not reading what we send; stop reading what it sends.
-                await trio.sleep(0.001)
+            # A peer that does not read what we send: stop reading what it sends.
+            await pump.wait_for_room()
             if self.session is not None:
                 self._handshake_scope.deadline = math.inf
                 while self._blocked is not None:
@@ -310,7 +311,7 @@ class ConnectionHandler:
             await self._unblocked.wait()
         finally:
             self._blocked = None
-            self._last_received = trio.current_time()
+            self.pump.last_received = trio.current_time()
         self.wire.send_unblocked()
         self._wake()
         LOGGER.info("%s: unblocked", self.peer)
@@ -323,11 +324,10 @@ class ConnectionHandler:
             event = next_event()
             if event is events.NEED_DATA:
                 return
-            kind = type(event)
-            if kind is events.LoginRequested:
+            if type(event) is events.LoginRequested:
                 await self._login(event)
                 continue
-            handler = _DISPATCH.get(kind)
+            handler = _DISPATCH.get(type(event))
             if handler is None:
                 continue
             try:
@@ -362,7 +362,7 @@ class ConnectionHandler:
                 LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)
             if failure.reply_code == 403:
                 self.wire.refuse_login(failure.reply_text)
-                self._closing_deadline = trio.current_time() + CLOSE_TIMEOUT
+                self._close_within(CLOSE_TIMEOUT)
             else:
                 self.close_connection(AMQPError(failure.reply_code, failure.reply_text))
         else:
@@ -375,11 +375,15 @@ class ConnectionHandler:
                 f"access to vhost '{event.vhost}' refused for user '{self.user.name}'",
                 commands.Connection.Open,
             )
+        self.client_capabilities = self.wire.client_capabilities
         try:
             self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
         except AMQPError as error:
             raise AMQPError(error.reply_code, error.reply_text, *_CONNECTION_OPEN_IDS) from None
         self.wire.accept_open()
+        negotiated = self.wire.negotiated
+        if negotiated is not None and negotiated.heartbeat and self._nursery is not None:
+            self._nursery.start_soon(self._heartbeats, negotiated.heartbeat)
         LOGGER.info("%s: user %r opened vhost %r", self.peer, self.user.name, event.vhost)
 
     def _on_channel_opened(self, event: events.ChannelOpened) -> None:
@@ -404,7 +408,7 @@ class ConnectionHandler:
         error = event.error
         LOGGER.warning("%s: protocol error: %s", self.peer, error.reply_text)
         if error.connection_level:
-            self._closing_deadline = min(self._closing_deadline, trio.current_time() + CLOSE_TIMEOUT)
+            self._close_within(CLOSE_TIMEOUT)
         elif self.session is not None and event.channel:
             self.session.close_channel(event.channel)
 
@@ -421,51 +425,34 @@ class ConnectionHandler:
     # -- tasks ----------------------------------------------------------------------------------
 
     async def _write_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            data = self.wire.data_to_send()
-            if data:
-                self._sending = len(data)
-                try:
-                    await self.stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self._done = True
-                    return
-                finally:
-                    self._sending = 0
-                self._last_sent = trio.current_time()
-            if self._paused and self.wire.pending_output() < LOW_WATER and self.session is not None:
-                self._paused = False
-                self._window = self.wire.pending_output() + RESUME_SLICE
-                try:
-                    self.session.resume()
-                finally:
-                    self._window = HIGH_WATER
-                self.node.want_commit()
+        await self.pump.write_loop(self._after_send)
+        self._done = True
 
-    async def _watchdog(self) -> None:
-        """Heartbeats both ways, and the bound on waiting for a Close-Ok."""
-        while True:
-            await trio.sleep(0.5 if self._closing_deadline != math.inf else 1.0)
-            now = trio.current_time()
-            if now >= self._closing_deadline:
-                LOGGER.info("%s: no Close-Ok in time; dropping the connection", self.peer)
-                await trio.aclose_forcefully(self.stream)
-                return
-            interval = self.wire.negotiated.heartbeat if self.session is not None else 0
-            if not interval:
-                continue
-            if now - self._last_received > 2 * interval and self._blocked is None:
-                LOGGER.warning(
-                    "%s: missed heartbeats from client, timeout: %ds; closing", self.peer, interval
-                )
-                await trio.aclose_forcefully(self.stream)
-                return
-            if now - self._last_sent >= interval / 2:
-                self.wire.send_heartbeat()
-                self._last_sent = now
-                self._wake()
+    def _after_send(self) -> None:
+        """A connection the model paused gets more deliveries once its output is drained
+        under LOW_WATER, at most RESUME_SLICE of them per turn of the writer."""
+        if self._paused and self.wire.pending_output() < LOW_WATER and self.session is not None:
+            self._paused = False
+            self._window = self.wire.pending_output() + RESUME_SLICE
+            try:
+                self.session.resume()
+            finally:
+                self._window = HIGH_WATER
+            self.node.want_commit()
+
+    async def _close_timer(self) -> None:
+        """Drop the stream when the Close-Ok we wait for is late (`_close_within`)."""
+        with self._close_scope:
+            await trio.sleep_forever()
+        LOGGER.info("%s: no Close-Ok in time; dropping the connection", self.peer)
+        await trio.aclose_forcefully(self.stream)
+
+    async def _heartbeats(self, interval: int) -> None:
+        """Heartbeats both ways once the connection is open; the client's silence does not
+        count while we read nothing from it (blocked)."""
+        await self.pump.keep_alive(interval, lambda: self._blocked is not None)
+        LOGGER.warning("%s: missed heartbeats from client, timeout: %ds; closing", self.peer, interval)
+        await trio.aclose_forcefully(self.stream)
 
 
 _DISPATCH: dict[type, Callable[[ConnectionHandler, Any], None]] = {

@@ -32,10 +32,15 @@ class Broker:
         store: StoreWriter | None = None,
         node_name: str = "amq-gateway",
         clock: Callable[[], float] = time.time,
+        wall_clock: Callable[[], float] | None = None,
     ) -> None:
+        """`clock` times every deadline of the model (TTLs, queue expiry); `wall_clock` (by
+        default `clock` itself) is what the store records (routed_at), so that a monotonic
+        `clock` whose origin changes with each process still finds stored deadlines."""
         self.store = store
         self.node_name = node_name
         self.clock = clock
+        self.wall_clock = clock if wall_clock is None else wall_clock
         self.vhosts: dict[str, VHost] = {DEFAULT_VHOST: VHost(self, DEFAULT_VHOST)}
         self.sessions: dict[int, Session] = {}
         #: Ids for messages, unique across restarts (recover() moves this past stored ones).
@@ -151,6 +156,7 @@ class Broker:
             if source is not None and destination is not None:
                 vhost.bind(source, destination, binding.routing_key, dict(binding.arguments), persist=False)
         now = self.clock()
+        wall_now = self.wall_clock()
         shared: dict[int, Message] = {}
         highest = 0
         for (vhost_name, queue_name), records in snapshot.messages.items():
@@ -158,9 +164,9 @@ class Broker:
             if queue is None:
                 continue
             for stored in records:
-                # Deadlines are clock times, so they run on across the restart (schema-1
+                # Stored as wall-clock times, so deadlines run on across the restart (schema-1
                 # records lack routed_at: theirs count from now).
-                routed_at = now if stored.routed_at is None else stored.routed_at
+                routed_at = now if stored.routed_at is None else now - (wall_now - stored.routed_at)
                 message = shared.get(stored.message_id)
                 if message is None:
                     content = stored.content

@@ -116,7 +116,7 @@ class Queue:
                 message.exchange,
                 message.routing_key,
                 message.content,
-                self.vhost.broker.clock(),
+                self.vhost.broker.wall_clock(),
             )
         ready = self.ready
         if self.consumers:

@@ -563,11 +563,18 @@ def test_unused_queue_expires(connection, channel) -> None:
 
 
 def test_ttl_expires_promptly_at_the_head(connection, channel) -> None:
-    """A short TTL is honoured soon after it passes."""
-    queue = unique("prompt")
-    channel.queue_declare(queue, arguments={"x-message-ttl": 50})
+    """A short TTL is honoured when it passes, with nobody asking the queue: the message is
+    dead-lettered by the node's timer (waited for, not slept past)."""
+    queue, dead = unique("prompt"), unique("prompt-dead")
+    channel.queue_declare(dead)
+    channel.queue_declare(
+        queue,
+        arguments={"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead},
+    )
     channel.basic_publish("", queue, b"x")
-    time.sleep(0.15)
+    method, _, body = next(channel.consume(dead, auto_ack=True, inactivity_timeout=10))
+    channel.cancel()
+    assert method is not None and body == b"x"
     assert channel.queue_declare(queue, passive=True).method.message_count == 0
 
 
