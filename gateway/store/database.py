@@ -13,9 +13,10 @@ of which one commit writes at most SETTLE_CHUNK: nobody waits for them but Tx.Co
 (through `settled`), so a huge ack never holds a later publish's confirm for longer than one
 bounded commit. Topology and enqueued messages are always written whole, in ticket order.
 
-Deliveries: a queue keeps one mark, the highest message id it has handed out, rather than a flag
-per entry, so taking 200,000 messages costs one row per queue and commit instead of 200,000
-updates. After a restart an entry at or under its queue's mark comes back redelivered. Message
+Deliveries: a queue keeps one mark rather than a flag per entry: each commit raises it to the
+highest message id among the entries the queue handed out and still holds (one delivered and
+acked within the same batch needs none), so taking 200,000 messages costs one row per queue and
+commit instead of 200,000 updates. After a restart an entry at or under its queue's mark comes back redelivered. Message
 ids grow in the order messages are routed, so in a plain queue that is exactly the entries that
 were delivered; where a queue hands out a later message first (priorities, no-local, a
 transaction's publishes) an earlier one also comes back flagged, which the flag allows: it says
