@@ -85,12 +85,21 @@ def route_key_text(route: Record) -> str:
     return str(route.get("key") or "")
 
 
-def route_description(route: Record) -> str:
+def route_selector(kind: str, key: str | None, queue: str | None) -> str | None:
+    """What tells routes of one kind and exchange on a link apart (qpid-route's rule): an
+    exchange route's key, a queue route's queue (None for a dynamic route, which has neither)."""
+    return key if kind == "exchange" else queue
+
+
+def route_label(exchange: str, selector: str | None) -> str:
     """How messages, -v and duplicate warnings name a route: `exchange(key)` or
     `exchange(queue)`, empty parentheses for a dynamic route."""
-    if route["kind"] == "queue":
-        return f"{route['exchange']}({route['queue']})"
-    return f"{route['exchange']}({route.get('key') or ''})"
+    return f"{exchange}({selector or ''})"
+
+
+def route_description(route: Record) -> str:
+    """`route_label` of a route record."""
+    return route_label(route["exchange"], route_selector(route["kind"], route.get("key"), route.get("queue")))
 
 
 # -- amq-route ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from federation.address import BrokerAddress
 from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
+from federation.formatting import route_label, route_selector
 from federation.link import Link
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
@@ -297,14 +298,14 @@ class Federation:
         self, host: str, port: int, kind: str, exchange: str, key: str | None = None, queue: str | None = None
     ) -> None:
         peer = self._peer(host, port)
-        identity = (kind, exchange, key if kind == "exchange" else queue)
+        selector = route_selector(kind, key, queue)
         for route in peer.routes:
-            if route.config.identity() == identity:
+            if route.config.identity() == (kind, exchange, selector):
                 self._remove_route(peer, route)
                 return
         raise ManagementError(
             "NOT_FOUND",
-            f"no {kind} route {exchange}({(key if kind == 'exchange' else queue) or ''}) on the link to {peer.config.address}",
+            f"no {kind} route {route_label(exchange, selector)} on the link to {peer.config.address}",
         )
 
     def flush_routes(self, links: bool = False) -> dict[str, list[dict[str, Any]]]:

@@ -40,6 +40,7 @@ from pamqp import commands
 
 from federation.address import BrokerAddress
 from federation.errors import ChannelClosedByPeer, ClientError, PublishNacked
+from federation.formatting import route_label, route_selector
 from federation.local import LocalSink, LocalSource
 from federation.ports import PeerChannel, PeerConnection
 from gateway.broker import Broker
@@ -125,11 +126,11 @@ class RouteConfig:
 
     def identity(self) -> tuple[str, str, str | None]:
         """What tells routes on one link apart (qpid-route's rule): kind, exchange, key or queue."""
-        return (self.kind, self.exchange, self.key if self.kind == "exchange" else self.queue)
+        return (self.kind, self.exchange, route_selector(self.kind, self.key, self.queue))
 
     def describe(self) -> str:
         """`exchange(key)` or `exchange(queue)`, as the CLIs name routes."""
-        return f"{self.exchange}({(self.key if self.kind == 'exchange' else self.queue) or ''})"
+        return route_label(self.exchange, route_selector(self.kind, self.key, self.queue))
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "excludes": list(self.excludes)}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
+from federation.formatting import route_selector
 from gateway.routing.bindings import binding_identity
 from topology.graph import declarations, describe, dynamic_tags
 from topology.model import (
@@ -157,7 +158,7 @@ def check_duplicate_links(topology: Topology) -> Iterator[Finding]:
 
 def check_duplicate_routes(topology: Topology) -> Iterator[Finding]:
     def identity(r: Route) -> Hashable:
-        return (r.holder, r.far_end, r.kind, r.exchange, r.key if r.kind == "exchange" else r.queue)
+        return (r.holder, r.far_end, r.kind, r.exchange, route_selector(r.kind, r.key, r.queue))
 
     for first, repeat in _twice(topology.routes, identity):
         message = (
