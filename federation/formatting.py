@@ -282,6 +282,37 @@ def summary(exchanges: Sequence[Record], queues: Sequence[Record]) -> list[str]:
     return ["", *(f"{label:>{_SUMMARY_LABEL_WIDTH}}: {number}" for label, number in rows)]
 
 
+def node_status(info: Record) -> list[str]:
+    """`node`: the node's name, connections and resource alarms (management's node.info)."""
+    lines = [
+        f"Node:        {info['name']}",
+        f"Connections: {info['connections']} ({info.get('blocked_connections', 0)} blocked)",
+    ]
+    memory = info.get("memory")
+    if memory is not None:
+        lines.append(
+            f"Memory:      {_size(memory['used'])} used, high watermark {_size(memory['high_watermark'])},"
+            f" alarm {'ON: publishers held' if memory['alarm'] else 'off'}"
+        )
+    disk = info.get("disk")
+    if disk is not None:
+        lines.append(
+            f"Disk:        {_size(disk['free'])} free, limit {_size(disk['free_limit'])},"
+            f" alarm {'ON: publishers of persistent messages held' if disk['alarm'] else 'off'}"
+        )
+    return lines
+
+
+def _size(count: int) -> str:
+    """Bytes in the largest binary unit that keeps a number of at least 1."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
 def exchange_table(exchanges: Sequence[Record]) -> list[str]:
     """`exchanges`: type, name and the options that would recreate each one."""
     width = max([len("Exchange Name"), *(len(exchange["name"]) for exchange in exchanges)])

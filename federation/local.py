@@ -123,6 +123,9 @@ class LocalSink(_InternalOutbox):
         self._settled = 0
         self._nacked: set[int] = set()
         self._progress: trio.Event | None = None
+        #: Set while the model holds this sink's publishers (the node's memory or disk alarm):
+        #: what a forwarder waits for before it takes the next message from its source.
+        self.resumed: trio.Event | None = None
         self._call(commands.Confirm.Select())
 
     def publish(self, exchange: str, routing_key: str, content: Content) -> int:
@@ -161,6 +164,15 @@ class LocalSink(_InternalOutbox):
                 self._nacked.add(method.delivery_tag)
             self._settled = max(self._settled, method.delivery_tag)
             self._wake()
+
+    def block(self, reason: str) -> None:
+        if self.resumed is None:
+            self.resumed = trio.Event()
+
+    def unblock(self) -> None:
+        resumed, self.resumed = self.resumed, None
+        if resumed is not None:
+            resumed.set()
 
     def _fail(self, error: ClientError) -> None:
         super()._fail(error)

@@ -85,6 +85,10 @@ class Source(Protocol):
 class Sink(Protocol):
     """Where a route puts messages: LocalSink, or RemoteSink (a client channel)."""
 
+    #: Set while the sink's node holds publishers (its memory or disk alarm), None otherwise:
+    #: the forwarder takes nothing more from its source until it is set.
+    resumed: trio.Event | None
+
     def publish(self, exchange: str, routing_key: str, content: Content) -> int: ...
 
     def confirmed(self, seq: int) -> bool:
@@ -177,7 +181,7 @@ class Forwarder:
         await run_beside(self._pump, self._settle)
 
     async def _pump(self) -> None:
-        pending, stats, publish = self._pending, self._stats, self._publish
+        pending, stats, publish, sink = self._pending, self._stats, self._publish, self._sink
         async for delivery in self._source.deliveries():
             seq = publish(delivery)
             pending.append((seq, delivery.delivery_tag, len(delivery.content.body)))
@@ -185,6 +189,9 @@ class Forwarder:
             if self._arrived is not None:
                 self._arrived.set()
                 self._arrived = None
+            if sink.resumed is not None:
+                # The node holds publishers: the source keeps the rest (its window fills).
+                await sink.resumed.wait()
 
     def _publish(self, delivery: Any) -> int:
         """Hand one delivery to the sink; its confirm sequence number."""
@@ -294,6 +301,9 @@ async def check_peer_exchange(channel: PeerChannel, local: Exchange, peer: Broke
 
 class RemoteSink:
     """A client channel in confirm mode, publishing into one exchange of the peer."""
+
+    #: A peer that holds publishers stops reading this channel's connection: TCP pushes back.
+    resumed: trio.Event | None = None
 
     def __init__(self, channel: PeerChannel) -> None:
         self._channel = channel

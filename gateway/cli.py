@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="hold publishers while the data dir's filesystem has less free (default 50MB; e.g. 1GB, 512MiB)",
     )
+    serve.add_argument(
+        "--memory-high-watermark",
+        metavar="W",
+        help="hold publishers while the node uses more memory: a fraction of the memory available"
+        " (default 0.4) or a size (e.g. 300MB)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -146,6 +152,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         users=args.users,
         log_level=args.log_level,
         disk_free_limit=args.disk_free_limit,
+        memory_high_watermark=args.memory_high_watermark,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -177,6 +184,7 @@ def serve(args: argparse.Namespace) -> int:
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
             federation=federation,
             disk_free_limit=config.disk_free_limit,
+            memory_high_watermark=config.memory_high_watermark,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

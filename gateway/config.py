@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
+from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
 from gateway.names import DEFAULT_PORT, DEFAULT_VHOST
 from gateway.tomlfile import ConfigError, Invalid, boolean, integer, read_toml, table_values
 
@@ -92,6 +93,31 @@ def parse_size(value: object) -> int:
     return int(number) * SIZE_UNITS.get(unit, 1)
 
 
+_FRACTION = re.compile(r"^\s*(0?\.[0-9]+|1(\.0*)?)\s*$")
+
+
+def parse_watermark(value: object) -> Watermark:
+    """memory_high_watermark: a fraction of the memory available (0.4, "0.4") or a size
+    ("300MB", as disk_free_limit)."""
+    if isinstance(value, float) or (isinstance(value, str) and _FRACTION.match(value)):
+        fraction = float(value)
+        if 0.0 < fraction <= 1.0:
+            return Watermark(fraction=fraction)
+    else:
+        try:
+            size = parse_size(value)
+        except Invalid:
+            pass
+        else:
+            if size > 0:
+                return Watermark(size=size)
+    raise Invalid(
+        "a fraction of the memory available, over 0 and at most 1 (e.g. 0.4), or a size in bytes"
+        " with an optional unit (e.g. 300MB, 2GiB)",
+        value,
+    )
+
+
 def _path(base: Path) -> Callable[[object], Path]:
     def check(value: object) -> Path:
         if not isinstance(value, str) or not value:
@@ -116,6 +142,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "channel_max": integer(1, 65535),
         "vhosts": _vhosts,
         "disk_free_limit": parse_size,
+        "memory_high_watermark": parse_watermark,
     }
 
 
@@ -159,6 +186,8 @@ class NodeConfig:
     vhosts: tuple[str, ...] = (DEFAULT_VHOST,)
     #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.
     disk_free_limit: int = DEFAULT_LIMIT
+    #: Above it, publishers are held until the node is back under 0.9 of it.
+    memory_high_watermark: Watermark = DEFAULT_WATERMARK
     federation: FederationSettings = FederationSettings()
 
     @property

@@ -3,7 +3,7 @@
 As RabbitMQ's `disk_free_limit`: a full disk must not cost the node (SQLite would fail every
 commit, nacking every publish), so the node watches the free space of the filesystem that holds
 its data dir, every CHECK_INTERVAL seconds, after each commit and after a failed one. Below the
-limit it raises the broker's alarm (`Broker.alarm`): each connection that then publishes a
+limit it raises the broker's alarm (`Broker.disk_hold`): each connection that then publishes a
 message the store has to write is held after that publish (Connection.Blocked with the reason;
 the server stops reading from it), while consumers, acks and management go on, since they free
 space or write next to nothing. When the free space is back at the limit the alarm clears and
@@ -45,7 +45,7 @@ def free_bytes(path: Path) -> int:
 
 
 class DiskAlarm:
-    """Sets and clears `broker.alarm` from the free space on `path`'s filesystem."""
+    """Sets and clears `broker.disk_hold` from the free space on `path`'s filesystem."""
 
     def __init__(
         self, broker: Broker, path: Path, limit: int, free: Callable[[Path], int] = free_bytes
@@ -55,17 +55,23 @@ class DiskAlarm:
         self.limit = limit
         self._free = free
         self._alarm: Hold | None = None
+        #: Free bytes at the last reading.
+        self.free = 0
+
+    @property
+    def on(self) -> bool:
+        return self._alarm is not None
 
     def check(self) -> None:
         """Compare the free space with the limit now; raise or clear the alarm on a change."""
         try:
-            free = self._free(self.path)
+            self.free = free = self._free(self.path)
         except OSError as exc:
             LOGGER.error("cannot read the free space of %s: %s", self.path, exc)
             return
         if free < self.limit and self._alarm is None:
             self._alarm = Hold(f"low on disk space: {free} bytes free, disk_free_limit is {self.limit}")
-            self.broker.alarm = self._alarm
+            self.broker.disk_hold = self._alarm
             LOGGER.warning(
                 "disk alarm set: %d bytes free on %s, under the disk_free_limit of %d bytes;"
                 " holding publishers of persistent messages",
@@ -74,7 +80,7 @@ class DiskAlarm:
                 self.limit,
             )
         elif free >= self.limit and self._alarm is not None:
-            self.broker.alarm = None
+            self.broker.disk_hold = None
             self._alarm.release()
             self._alarm = None
             LOGGER.info(

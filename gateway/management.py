@@ -39,9 +39,13 @@ class ManagementError(Exception):
 class Management:
     """The operations of one node, by name (`call`) for the adapters."""
 
-    def __init__(self, broker: Broker, node_name: str) -> None:
+    def __init__(
+        self, broker: Broker, node_name: str, resources: Callable[[], dict[str, Any]] = dict
+    ) -> None:
+        """`resources`: the node's resource readings and alarms (memory, disk), for node.info."""
         self.broker = broker
         self.node_name = node_name
+        self.resources = resources
         self.operations: dict[str, Operation] = {
             "node.info": self.node_info,
             "exchanges.list": self.list_exchanges,
@@ -68,10 +72,13 @@ class Management:
     # -- reading ----------------------------------------------------------------------------
 
     def node_info(self) -> dict[str, Any]:
+        sessions = self.broker.sessions.values()
         return {
             "name": self.node_name,
             "vhosts": sorted(self.broker.vhosts),
-            "connections": len(self.broker.sessions),
+            "connections": len(sessions),
+            "blocked_connections": sum(1 for session in sessions if session.hold is not None),
+            **self.resources(),
         }
 
     def list_exchanges(self, vhost: str = DEFAULT_VHOST) -> list[dict[str, Any]]:

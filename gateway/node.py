@@ -1,5 +1,5 @@
-"""The composition root of a node: the broker model, its store, the disk alarm, management,
-federation and the listeners, put together; and the node's own tasks (group commit, timers,
+"""The composition root of a node: the broker model, its store, the disk and memory alarms,
+management, federation and the listeners, put together; and the node's own tasks (group commit, timers,
 deferred model steps).
 
 This is the only module of gateway/ (with the console scripts in gateway.cli) that knows all
@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import trio
 
@@ -26,6 +27,7 @@ from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
 from gateway.management_amqp import handle_request
+from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.security import Logins, UsersDB
 from gateway.server import (
@@ -66,6 +68,7 @@ class Node:
         limits: Limits = DEFAULT_LIMITS,
         federation: FederationSettings | None = None,
         disk_free_limit: int = DEFAULT_LIMIT,
+        memory_high_watermark: Watermark = DEFAULT_WATERMARK,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock` is the node's one monotonic clock, read by the model (TTLs, queue expiry)
@@ -90,7 +93,15 @@ class Node:
                 free=lambda path: free_bytes(path) + store.reusable_bytes,
             )
         )
-        self.management = Management(self.broker, name)
+        available = available_memory()
+        self.memory_alarm = MemoryAlarm(self.broker, memory_high_watermark.bytes(available))
+        LOGGER.info(
+            "memory high watermark: %d bytes (memory_high_watermark: %s; %d bytes available)",
+            self.memory_alarm.watermark,
+            memory_high_watermark,
+            available,
+        )
+        self.management = Management(self.broker, name, self._resources)
         if store is not None:
             self.broker.recover(store.load())
         self.federation = Federation(
@@ -116,6 +127,17 @@ class Node:
         self._handlers_gone: trio.Event | None = None
         self._handler_nursery: trio.Nursery | None = None
 
+    def _resources(self) -> dict[str, Any]:
+        """The memory and disk readings and alarms, for management's node.info."""
+        memory = self.memory_alarm
+        resources: dict[str, Any] = {
+            "memory": {"used": memory.used, "high_watermark": memory.watermark, "alarm": memory.on}
+        }
+        if self.disk_alarm is not None:
+            disk = self.disk_alarm
+            resources["disk"] = {"free": disk.free, "free_limit": disk.limit, "alarm": disk.on}
+        return resources
+
     async def serve(
         self,
         host: str | None,
@@ -132,6 +154,7 @@ class Node:
                     nursery.start_soon(self._commit_loop)
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
+                nursery.start_soon(self.memory_alarm.run)
                 nursery.start_soon(self._tick_loop)
                 nursery.start_soon(self._later_loop)
                 # Before accepting: links check peers against our own addresses, and durable

@@ -25,6 +25,7 @@ OVERFLOW = {"reject": "reject-publish", "ring": "drop-head"}
 
 USAGE = """\
 amq-config [OPTIONS]
+       amq-config [OPTIONS] node
        amq-config [OPTIONS] exchanges [filter-string]
        amq-config [OPTIONS] queues    [filter-string]
        amq-config [OPTIONS] add exchange <type> <name> [--durable] [--alternate-exchange X]
@@ -72,6 +73,13 @@ async def overview(context: Context, args: argparse.Namespace) -> int:
         exchanges = await client.call("exchanges.list")
         queues = await client.call("queues.list")
     print_lines(formatting.summary(exchanges, queues))
+    return 0
+
+
+async def show_node(context: Context, args: argparse.Namespace) -> int:
+    async with context.client() as client:
+        info = await client.call("node.info")
+    print_lines(formatting.node_status(info))
     return 0
 
 
@@ -194,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         leaf.set_defaults(handler=handler, parser=leaf)
         return leaf
 
+    command(commands, "node", show_node, "show the node: connections, memory and disk alarms")
     command(commands, "exchanges", list_exchanges, "list exchanges (-b: with their bindings)").add_argument(
         "filter", nargs="?", metavar="filter-string", help="only names containing this"
     )

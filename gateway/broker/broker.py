@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -58,9 +59,16 @@ class Broker:
         #: the handler and to no queue, and nobody may bind to or from such an exchange, so no
         #: user can read what others send there (management requests carry passwords).
         self.exchange_handlers: dict[str, ExchangeHandler] = {}
-        #: Set while a resource alarm (the node's disk) holds every session that next
-        #: publishes a message the store has to write (see Session.publish).
-        self.alarm: Hold | None = None
+        #: Set while the disk alarm holds every session that next publishes a message the
+        #: store has to write (see Session.publish).
+        self.disk_hold: Hold | None = None
+        #: Set while the memory alarm holds every session that next publishes anything.
+        self.memory_hold: Hold | None = None
+        #: Bytes of messages (bodies plus an overhead each) the node may still accept before
+        #: `on_memory_budget` must read its memory again (gateway.memoryalarm); without a
+        #: memory alarm, no limit.
+        self.memory_budget = sys.maxsize
+        self.on_memory_budget: Callable[[], None] | None = None
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()

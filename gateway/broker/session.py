@@ -13,7 +13,7 @@ from gateway.broker.channel import Channel
 from gateway.broker.exchange import Exchange
 from gateway.broker.handlers import HANDLERS
 from gateway.broker.hold import Hold
-from gateway.broker.message import expiration_deadline
+from gateway.broker.message import MESSAGE_OVERHEAD, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox, Return
 from gateway.broker.queue import Queue
@@ -160,15 +160,22 @@ class Session:
     ) -> None:
         """Route and enqueue now; then the Return (if unroutable and mandatory) and the confirm.
 
-        While the broker's alarm is on, a publish that writes to the store holds its session
-        after it (like RabbitMQ, which blocks a connection when it next publishes). Publishes
-        that write nothing (transient, unroutable, management requests) go on, so management
-        keeps answering a full disk.
+        Alarms hold the session after the publish (like RabbitMQ, which blocks a connection
+        when it next publishes): the disk alarm a publish that writes to the store, so that
+        management and transient traffic go on while the disk is full; the memory alarm
+        every publish (management requests never get here). Each publish spends the memory
+        budget; once it is spent, the memory alarm reads the node's memory again.
         """
         return_to = (self.id, channel.number) if mandatory else None
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
-        if stored and self.broker.alarm is not None:
-            self.broker.alarm.block(self)
+        broker = self.broker
+        if stored and broker.disk_hold is not None:
+            broker.disk_hold.block(self)
+        broker.memory_budget -= len(content.body) + MESSAGE_OVERHEAD
+        if broker.memory_budget < 0 and broker.on_memory_budget is not None:
+            broker.on_memory_budget()
+        if broker.memory_hold is not None:
+            broker.memory_hold.block(self)
         if not reached and mandatory:
             channel.in_order(
                 partial(

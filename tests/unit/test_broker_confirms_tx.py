@@ -334,7 +334,7 @@ def test_the_alarm_holds_sessions_that_publish_to_the_store_only():
     persistent, transient, management = Client(broker), Client(broker), Client(broker)
     persistent.declare("d", durable=True)
     transient.declare("t")
-    broker.alarm = hold = Hold("low on disk space")
+    broker.disk_hold = hold = Hold("low on disk space")
     transient.publish("", "t", delivery_mode=2)  # a queue the store does not keep
     transient.publish("", "d")  # a transient message
     management.publish("amq.gateway.management", "", b"{}")

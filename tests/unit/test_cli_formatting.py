@@ -379,3 +379,23 @@ def test_queue_bindings_name_the_default_exchange() -> None:
         " bind q => ''",
         " bind a.# => amq.topic",
     ]
+
+
+def test_node_status_shows_connections_and_alarms() -> None:
+    info = {
+        "name": "edge-1",
+        "vhosts": ["/"],
+        "connections": 4,
+        "blocked_connections": 1,
+        "memory": {"used": 52 * 2**20 + 2**19, "high_watermark": 160 * 2**20, "alarm": True},
+        "disk": {"free": 12 * 2**30, "free_limit": 50_000_000, "alarm": False},
+    }
+    assert formatting.node_status(info) == [
+        "Node:        edge-1",
+        "Connections: 4 (1 blocked)",
+        "Memory:      52.5 MiB used, high watermark 160.0 MiB, alarm ON: publishers held",
+        "Disk:        12.0 GiB free, limit 47.7 MiB, alarm off",
+    ]
+    # A node without a store has no disk alarm.
+    del info["disk"]
+    assert formatting.node_status(info)[-1].startswith("Memory:")

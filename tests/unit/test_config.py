@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import NodeConfig, load_node_config, parse_size
+from gateway.config import NodeConfig, load_node_config, parse_size, parse_watermark
+from gateway.memoryalarm import Watermark
 from gateway.tomlfile import ConfigError, Invalid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,7 +136,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         (
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
-            "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit)",
+            "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
@@ -278,6 +279,7 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "frame_max",
         "channel_max",
         "disk_free_limit",
+        "memory_high_watermark",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
 
@@ -340,3 +342,43 @@ def test_disk_free_limit_from_file_and_flag(tmp_path: Path) -> None:
         f"{path}:2: node.disk_free_limit: expected a size in bytes, optionally with a unit: kB, MB,"
         " GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024; also k, M, G, T), got 5.5"
     )
+
+
+# --- memory_high_watermark ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "watermark"),
+    [
+        (0.4, Watermark(fraction=0.4)),
+        ("0.4", Watermark(fraction=0.4)),
+        (".25", Watermark(fraction=0.25)),
+        (1.0, Watermark(fraction=1.0)),
+        ("1", Watermark(fraction=1.0)),
+        ("300MB", Watermark(size=300_000_000)),
+        ("2GiB", Watermark(size=2 * 2**30)),
+        (500_000_000, Watermark(size=500_000_000)),
+    ],
+)
+def test_memory_watermarks_are_fractions_or_sizes(value: object, watermark: Watermark) -> None:
+    assert parse_watermark(value) == watermark
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, "1.5", "0", 0, "-0.4", "40%", "300 mb", True, None])
+def test_bad_memory_watermarks_say_what_was_expected(value: object) -> None:
+    with pytest.raises(Invalid, match=r"^expected a fraction of the memory available, over 0 and at most 1"):
+        parse_watermark(value)
+
+
+def test_memory_high_watermark_from_file_and_flag(tmp_path: Path) -> None:
+    assert NodeConfig().memory_high_watermark == Watermark(fraction=0.4)
+    path = write(tmp_path, '[node]\nname = "n"\nmemory_high_watermark = "1GB"\n')
+    config = load_node_config(path)
+    assert config.memory_high_watermark == Watermark(size=10**9)
+    assert config.with_overrides(memory_high_watermark="0.6").memory_high_watermark == Watermark(fraction=0.6)
+    assert write(tmp_path, "[node]\nmemory_high_watermark = 2.0\n") == path
+    assert load_error(path) == (
+        f"{path}:2: node.memory_high_watermark: expected a fraction of the memory available, over 0 and"
+        " at most 1 (e.g. 0.4), or a size in bytes with an optional unit (e.g. 300MB, 2GiB), got 2.0"
+    )
+    assert Watermark(fraction=0.5).bytes(1000) == 500 and Watermark(size=7).bytes(1000) == 7

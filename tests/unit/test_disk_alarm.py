@@ -36,20 +36,20 @@ async def test_the_alarm_is_set_below_the_limit_and_cleared_at_it(caplog: pytest
     disk = Disk(2000)
     alarm = DiskAlarm(broker, Path("/data"), 1000, disk)
     alarm.check()
-    assert broker.alarm is None
+    assert broker.disk_hold is None
     disk.free = 999
     alarm.check()
-    hold = broker.alarm
+    hold = broker.disk_hold
     assert hold is not None and hold.reason == "low on disk space: 999 bytes free, disk_free_limit is 1000"
     disk.free = 10
     alarm.check()
-    assert broker.alarm is hold  # one alarm, one log line, until it clears
+    assert broker.disk_hold is hold  # one alarm, one log line, until it clears
     publisher = Client(broker)
     hold.block(publisher.session)
     assert publisher.outbox.blocked == hold.reason
     disk.free = 1000
     alarm.check()
-    assert broker.alarm is None
+    assert broker.disk_hold is None
     assert publisher.outbox.blocked is None  # released
     assert [r.getMessage() for r in caplog.records] == [
         "disk alarm set: 999 bytes free on /data, under the disk_free_limit of 1000 bytes;"
@@ -64,14 +64,14 @@ def test_an_unreadable_disk_keeps_the_alarm_as_it_was(caplog: pytest.LogCaptureF
 
     broker = Broker()
     DiskAlarm(broker, Path("/data"), 1000, broken).check()
-    assert broker.alarm is None
+    assert broker.disk_hold is None
     assert "cannot read the free space of /data" in caplog.text
 
 
 def test_a_zero_limit_never_sets_the_alarm() -> None:
     broker = Broker()
     DiskAlarm(broker, Path("/data"), 0, Disk(0)).check()
-    assert broker.alarm is None
+    assert broker.disk_hold is None
 
 
 async def test_the_store_survives_a_full_disk_and_goes_on_once_space_returns(tmp_path: Path) -> None:

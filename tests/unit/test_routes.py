@@ -22,7 +22,11 @@ from federation.routes import IDLE_ACK_DELAY, DestinationRefused, Forwarder, Loc
 from gateway.broker import Broker
 from gateway.broker.outbox import Delivery
 from gateway.management import Management, ManagementError
+from gateway.memoryalarm import MemoryAlarm
 from gateway.wire import Content
+from tests.unit.test_memory_alarm import Memory
+
+from .broker_fakes import Client
 
 MESSAGE = Content.from_properties(commands.Basic.Properties(delivery_mode=2, headers={"a": 1}), b"body")
 
@@ -33,8 +37,10 @@ class FakeSource:
     def __init__(self) -> None:
         self.feed, self._deliveries = trio.open_memory_channel[Delivery](math.inf)
         self.acks: list[tuple[int, bool]] = []
+        self.fed = 0
 
     def deliver(self, count: int, first: int = 1) -> None:
+        self.fed += count
         for tag in range(first, first + count):
             self.feed.send_nowait(Delivery(1, "federation", tag, False, "src", f"key.{tag}", MESSAGE))
 
@@ -45,10 +51,17 @@ class FakeSource:
         self.acks.append((delivery_tag, multiple))
 
 
+def taken(source: FakeSource) -> int:
+    """How many deliveries the forwarder has taken from `source`."""
+    statistics = source.feed.statistics()
+    return source.fed - statistics.current_buffer_used
+
+
 class FakeSink:
     """Publishes recorded; confirmed at once, or when the test says (`confirm`)."""
 
     def __init__(self, *, auto_confirm: bool = True) -> None:
+        self.resumed: trio.Event | None = None
         self.published: list[tuple[str, str, Content]] = []
         self.auto_confirm = auto_confirm
         self.settled = 0
@@ -295,3 +308,26 @@ async def test_a_durable_push_route_owns_its_local_queue(tmp_path: Path) -> None
         assert (record["durable"], record["bindings"]) == (True, 1)
         federation.delete_route(host="peer", port=5673, kind="exchange", exchange="amq.topic", key="k")
         assert queue not in {record["name"] for record in management.list_queues()}
+
+
+async def test_a_route_into_a_held_node_takes_nothing_more_from_its_source() -> None:
+    """A federation route publishing into this node pauses with the node's publishers: its
+    forwarder waits before taking the next delivery, so the source keeps the rest."""
+    broker = Broker()
+    Client(broker).exchange("x", "fanout")
+    memory = Memory(200 * 2**20)
+    alarm = MemoryAlarm(broker, 100 * 2**20, memory, memory.release)
+    alarm.check()
+    sink = LocalSink(broker, lambda: None)
+    source = FakeSource()
+    source.deliver(5)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(Forwarder(source, sink, "x", ack=1, stats=RouteStats()).run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sink.resumed is not None
+        assert taken(source) == 1  # held after the first publish, as a client connection is
+        memory.used = 10 * 2**20
+        alarm.check()
+        await trio.testing.wait_all_tasks_blocked()
+        assert sink.resumed is None and taken(source) == 5
+        nursery.cancel_scope.cancel()

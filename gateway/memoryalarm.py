@@ -1,0 +1,179 @@
+"""The memory alarm: publishers wait while the node holds more memory than its high watermark.
+
+As RabbitMQ's `vm_memory_high_watermark`: a publisher faster than its consumers must not grow
+the node until the kernel kills it. The watermark is a fraction of the memory the node may use
+(the machine's, or its cgroup's limit when lower) or an absolute size. Above it the broker's
+memory hold pauses every connection that publishes (Connection.Blocked with the reason, and
+the server reads nothing more from it, so TCP pushes back on the client), while consumers,
+acks and management go on: they are what frees memory. Federation routes feeding this node
+stop taking messages from their sources the same way. Below RESUME_FRACTION of the watermark
+the hold is released and each paused connection gets Connection.Unblocked.
+
+What is measured: the node's resident set (RSS), read every CHECK_INTERVAL seconds and again
+whenever the messages published since the last reading could have crossed the watermark (the
+node's own accounting: each message's body plus
+MESSAGE_OVERHEAD, in gateway.broker.message). So a burst of large
+messages is stopped within a reading's worth of bytes, not a second's worth. While the alarm
+is on, freed heap memory is handed back to the system before each reading (glibc keeps freed
+medium-sized blocks otherwise, and RSS would stay above the resume mark after every consumer
+has drained its queue).
+
+Like the disk limit it is a watermark, not a reservation: one publish per connection, and
+what the federation links already hold, may still go over it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from gateway.broker.hold import Hold
+
+if TYPE_CHECKING:
+    from gateway.broker import Broker
+
+LOGGER = logging.getLogger("gateway.memory")
+
+#: Seconds between readings of the node's memory when nobody publishes.
+CHECK_INTERVAL = 1.0
+#: The hold is released once the node is under this fraction of its watermark (hysteresis, so
+#: that publishers are not blocked and unblocked at every reading near the mark).
+RESUME_FRACTION = 0.9
+#: The least publishing the node accepts between two unscheduled readings, so that a node
+#: just under its watermark does not read its memory at every publish.
+MIN_BUDGET = 1 << 20
+
+_CGROUP_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1
+)
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """Either a fraction of the memory available to the node or a number of bytes."""
+
+    fraction: float | None = None
+    size: int | None = None
+
+    def bytes(self, available: int) -> int:
+        """The watermark in bytes, given the memory available to the node."""
+        if self.size is not None:
+            return self.size
+        assert self.fraction is not None
+        return int(self.fraction * available)
+
+    def __str__(self) -> str:
+        return f"{self.size} bytes" if self.size is not None else f"{self.fraction:g} of the memory available"
+
+
+#: RabbitMQ's default vm_memory_high_watermark.
+DEFAULT_WATERMARK = Watermark(fraction=0.4)
+
+
+def available_memory() -> int:
+    """The memory this node may use: the machine's RAM, or its cgroup's limit when lower."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for path in _CGROUP_LIMITS:
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (Linux: /proc/self/statm's second field)."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    trim: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    return trim
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the system (glibc's malloc_trim; elsewhere nothing)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+class MemoryAlarm:
+    """Sets and clears the broker's memory hold from the node's memory and its watermark."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        watermark: int,
+        resident: Callable[[], int] = resident_bytes,
+        release: Callable[[], None] = release_free_memory,
+    ) -> None:
+        self.broker = broker
+        self.watermark = watermark
+        self.resume = int(watermark * RESUME_FRACTION)
+        self._resident = resident
+        self._release = release
+        #: RSS at the last reading.
+        self.used = 0
+        broker.on_memory_budget = self.check
+
+    @property
+    def on(self) -> bool:
+        return self.broker.memory_hold is not None
+
+    def check(self) -> None:
+        """Read the node's memory now; raise or release the hold on a change, and give the
+        broker the bytes it may accept before the next unscheduled reading."""
+        broker = self.broker
+        if self.on:
+            self._release()
+        try:
+            self.used = used = self._resident()
+        except OSError as exc:
+            LOGGER.error("cannot read the node's memory use: %s", exc)
+            broker.memory_budget = MIN_BUDGET
+            return
+        hold = broker.memory_hold
+        if hold is None and used >= self.watermark:
+            broker.memory_hold = Hold(
+                f"low on memory: the node uses {used} bytes, its memory_high_watermark is {self.watermark}"
+            )
+            LOGGER.warning(
+                "memory alarm set: the node uses %d bytes, over its memory_high_watermark of %d bytes;"
+                " holding publishers until it is under %d bytes",
+                used,
+                self.watermark,
+                self.resume,
+            )
+        elif hold is not None and used < self.resume:
+            broker.memory_hold = None
+            hold.release()
+            LOGGER.info(
+                "memory alarm cleared: the node uses %d bytes, under %d bytes (memory_high_watermark %d);"
+                " publishers resume",
+                used,
+                self.resume,
+                self.watermark,
+            )
+        broker.memory_budget = max(self.watermark - used, MIN_BUDGET)
+
+    async def run(self) -> None:
+        """Read every CHECK_INTERVAL seconds, until cancelled."""
+        while True:
+            self.check()
+            await trio.sleep(CHECK_INTERVAL)
