@@ -28,6 +28,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,8 +81,12 @@ DEFAULT_WATERMARK = Watermark(fraction=0.4)
 
 
 def available_memory() -> int:
-    """The memory this node may use: the machine's RAM, or its cgroup's limit when lower."""
+    """The memory this node may use: the machine's RAM, or when lower its cgroup's limit or
+    its address-space limit (`prlimit --as`, `ulimit -v`)."""
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        total = min(total, soft)
     for path in _CGROUP_LIMITS:
         try:
             text = path.read_text().strip()

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,12 +78,15 @@ def start_node(
     data_dir: Path | None = None,
     name: str = "test",
     port: int = 0,
+    prefix: Sequence[str] = (),
 ) -> NodeProcess:
-    """Start a node on 127.0.0.1 (in memory unless data_dir is given) and wait for its ready line."""
+    """Start a node on 127.0.0.1 (in memory unless data_dir is given) and wait for its ready
+    line; `prefix` runs it under another program (`prlimit --as=...`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}-{time.monotonic_ns()}.log"
     storage = ["--data-dir", str(data_dir)] if data_dir else ["--memory"]
     args = [
+        *prefix,
         sys.executable,
         "-m",
         "gateway.cli",
