@@ -355,15 +355,19 @@ def queue_bindings(queues: Sequence[Record], bindings: Sequence[Record]) -> list
 
 def queue_table(queues: Sequence[Record]) -> list[str]:
     """`queues`: qpid-config's columns, with Messages (the queue's depth) where qpid showed the
-    journal geometry "Store Size (files x file pages)", which has no meaning for our store."""
+    journal geometry "Store Size (files x file pages)", which has no meaning for our store, and
+    two more before the name: Bytes (of the ready messages) and Flow (producer flow control:
+    `-` without a capacity, `ok`, or `OVERFULL` while the queue holds its publishers)."""
     lines = [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages  Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
         "=" * _QUEUE_RULE_WIDTH,
     ]
     for queue in queues:
+        flow = "-" if queue.get("capacity") is None else "OVERFULL" if queue.get("overfull") else "ok"
         lines.append(
             f"  {yes_no(queue['durable'])}        {yes_no(queue['auto_delete'])}      "
-            f"{yes_no(queue['exclusive'])}     {queue['bindings']:>5}     {queue['messages']:>8}  {queue['name']}"
+            f"{yes_no(queue['exclusive'])}     {queue['bindings']:>5}     {queue['messages']:>8}"
+            f"  {queue.get('bytes', 0):>10}  {flow:<8}  {queue['name']}"
         )
     return lines

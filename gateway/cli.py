@@ -185,6 +185,7 @@ def serve(args: argparse.Namespace) -> int:
             federation=federation,
             disk_free_limit=config.disk_free_limit,
             memory_high_watermark=config.memory_high_watermark,
+            queue_defaults=config.queue_defaults,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

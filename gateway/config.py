@@ -16,13 +16,22 @@ from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
 from gateway.names import DEFAULT_PORT, DEFAULT_VHOST
-from gateway.tomlfile import ConfigError, Invalid, boolean, integer, read_toml, table_values
+from gateway.tomlfile import (
+    ConfigError,
+    Invalid,
+    TomlFile,
+    boolean,
+    describe,
+    integer,
+    read_toml,
+    table_values,
+)
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 #: Sections a node config file may hold; anything else is a typo and is reported rather than
 #: silently ignored.
-SECTIONS = ("node", "federation", "federate")
+SECTIONS = ("node", "vhost", "federation", "federate")
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,6 +197,9 @@ class NodeConfig:
     disk_free_limit: int = DEFAULT_LIMIT
     #: Above it, publishers are held until the node is back under 0.9 of it.
     memory_high_watermark: Watermark = DEFAULT_WATERMARK
+    #: Queue arguments each vhost's queues get unless their declare gives them (the
+    #: [vhost."NAME"] tables: Qpid's per-virtualhost capacity and flowResumeCapacity).
+    queue_defaults: dict[str, dict[str, int]] = field(default_factory=dict)
     federation: FederationSettings = FederationSettings()
 
     @property
@@ -254,4 +266,37 @@ def load_node_config(path: Path | str) -> NodeConfig:
     if node.get("memory") is True and "data_dir" in node:
         raise doc.error(("node", "memory"), "true conflicts with node.data_dir; keep only one")
     values = {_FIELDS.get(key, key): value for key, value in node.items()}
-    return NodeConfig(**values, federation=load_federation_settings(doc))
+    queue_defaults = _queue_defaults(doc)
+    if queue_defaults:
+        values["vhosts"] = tuple(dict.fromkeys([*values.get("vhosts", (DEFAULT_VHOST,)), *queue_defaults]))
+    return NodeConfig(**values, queue_defaults=queue_defaults, federation=load_federation_settings(doc))
+
+
+#: [vhost."NAME"] keys -> the queue argument each one sets.
+_VHOST_QUEUE_ARGUMENTS = {
+    "capacity": "x-qpid-capacity",
+    "flow_resume_capacity": "x-qpid-flow-resume-capacity",
+}
+
+
+def _queue_defaults(doc: TomlFile) -> dict[str, dict[str, int]]:
+    """The [vhost."NAME"] tables: each vhost's default queue capacities (the vhost is created)."""
+    tables = doc.data.get("vhost", {})
+    if not isinstance(tables, dict):
+        raise doc.error(("vhost",), f'expected [vhost."NAME"] tables, got {describe(tables)}')
+    defaults: dict[str, dict[str, int]] = {}
+    for name, table in tables.items():
+        where = ("vhost", name)
+        try:
+            _vhosts([name])
+        except Invalid:
+            raise doc.error(
+                where, "expected a vhost name (a non-empty string of at most 255 bytes)"
+            ) from None
+        values = table_values(doc, where, table, dict.fromkeys(_VHOST_QUEUE_ARGUMENTS, parse_size))
+        if "flow_resume_capacity" in values and "capacity" not in values:
+            raise doc.error((*where, "flow_resume_capacity"), "needs a capacity in the same table")
+        if values.get("flow_resume_capacity", 0) > values.get("capacity", 0):
+            raise doc.error((*where, "flow_resume_capacity"), "must not be greater than capacity")
+        defaults[name] = {_VHOST_QUEUE_ARGUMENTS[key]: value for key, value in values.items()}
+    return defaults

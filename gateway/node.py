@@ -69,6 +69,7 @@ class Node:
         federation: FederationSettings | None = None,
         disk_free_limit: int = DEFAULT_LIMIT,
         memory_high_watermark: Watermark = DEFAULT_WATERMARK,
+        queue_defaults: dict[str, dict[str, Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock` is the node's one monotonic clock, read by the model (TTLs, queue expiry)
@@ -83,6 +84,7 @@ class Node:
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
+        self.broker.queue_defaults.update(queue_defaults or {})
         self.disk_alarm = (
             None
             if store is None

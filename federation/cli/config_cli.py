@@ -32,6 +32,7 @@ amq-config [OPTIONS]
        amq-config [OPTIONS] del exchange <name>
        amq-config [OPTIONS] add queue <name> [--durable] [--max-queue-size N] [--max-queue-count N]
                                              [--policy-type reject|ring]
+                                             [--capacity N] [--flow-resume-capacity N]
        amq-config [OPTIONS] del queue <name> [--force]
        amq-config [OPTIONS] bind   <exchange-name> <queue-name> [binding-key]
        amq-config [OPTIONS] unbind <exchange-name> <queue-name> [binding-key]"""
@@ -127,6 +128,10 @@ def queue_arguments(args: argparse.Namespace) -> dict[str, Any]:
         arguments["x-max-length"] = args.max_queue_count
     if args.policy_type is not None:
         arguments["x-overflow"] = OVERFLOW[args.policy_type]
+    if args.capacity is not None:
+        arguments["x-qpid-capacity"] = args.capacity
+    if args.flow_resume_capacity is not None:
+        arguments["x-qpid-flow-resume-capacity"] = args.flow_resume_capacity
     return arguments
 
 
@@ -228,6 +233,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy-type",
         choices=sorted(OVERFLOW),
         help="when full: reject new messages (reject), or drop the oldest (ring); default reject",
+    )
+    leaf.add_argument(
+        "--capacity",
+        type=count,
+        metavar="N",
+        help="producer flow control: hold publishers while over N bytes of ready messages",
+    )
+    leaf.add_argument(
+        "--flow-resume-capacity",
+        type=count,
+        metavar="N",
+        help="release them once under N bytes (default: the capacity)",
     )
 
     delete = commands.add_parser(

@@ -27,6 +27,8 @@ QUEUE_EQUIVALENCE_KEYS = (
     "x-queue-type",
     "x-dead-letter-exchange",
     "x-dead-letter-routing-key",
+    "x-qpid-capacity",
+    "x-qpid-flow-resume-capacity",
 )
 
 EXCHANGE_EQUIVALENCE_KEYS = ("alternate-exchange",)
@@ -44,6 +46,10 @@ class QueueOptions:
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
     max_priority: int | None = None  # 0 and None: a plain FIFO queue
+    #: Producer flow control (gateway.broker.flow): bytes of ready messages over which the
+    #: queue holds its publishers, and under which it releases them; None: no flow control.
+    capacity: int | None = None
+    flow_resume_capacity: int | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -100,6 +106,8 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueO
             ("x-dead-letter-routing-key", "dead_letter_routing_key", _string),
             ("x-overflow", "overflow", _string),
             ("x-max-priority", "max_priority", _priority),
+            ("x-qpid-capacity", "capacity", lambda v: _integer(v, 0)),
+            ("x-qpid-flow-resume-capacity", "flow_resume_capacity", lambda v: _integer(v, 0)),
         ):
             if name in arguments:
                 parsed[key] = convert(arguments[name])
@@ -109,6 +117,17 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueO
         name = "x-dead-letter-routing-key"
         if "dead_letter_routing_key" in parsed and "dead_letter_exchange" not in parsed:
             raise ValueError("{routing_key_but_no_dlx_defined}")
+        name = "x-qpid-flow-resume-capacity"
+        capacity = parsed.pop("capacity", 0) or None  # 0: no capacity limit, as in Qpid
+        resume = parsed.pop("flow_resume_capacity", None)
+        if capacity is None and resume is not None:
+            raise ValueError("{resume_capacity_but_no_capacity_defined}")
+        if capacity is not None:
+            if resume is None:
+                resume = capacity  # Qpid's default
+            elif resume > capacity:
+                raise ValueError(f"{{greater_than_capacity,{resume}}}")
+            parsed.update(capacity=capacity, flow_resume_capacity=resume)
         # Accepting another type and ignoring it would mislead: say plainly what the node lacks.
         name = "x-queue-type"
         if name in arguments:

@@ -8,7 +8,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.broker.arguments import parse_queue_arguments
 from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
@@ -67,6 +66,9 @@ class Broker:
         #: Bytes of messages (bodies plus an overhead each) the node may still accept before
         #: `on_memory_budget` must read its memory again (gateway.memoryalarm); without a
         #: memory alarm, no limit.
+        #: Queue arguments every queue of a vhost gets unless its declare gives them (the node
+        #: config's [vhost."NAME"] capacities), by vhost name.
+        self.queue_defaults: dict[str, dict[str, Any]] = {}
         self.memory_budget = sys.maxsize
         self.on_memory_budget: Callable[[], None] | None = None
         self._next_session_id = 1
@@ -150,9 +152,7 @@ class Broker:
         for queue_record in snapshot.queues:
             vhost = self.add_vhost_silently(queue_record.vhost)
             arguments = dict(queue_record.arguments)
-            options = parse_queue_arguments(
-                arguments, describe("queue", queue_record.name, queue_record.vhost)
-            )
+            options = vhost.queue_options(arguments, describe("queue", queue_record.name, queue_record.vhost))
             vhost.create_queue(
                 queue_record.name, True, None, queue_record.auto_delete, arguments, options, persist=False
             )

@@ -11,6 +11,7 @@ from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.arguments import QueueOptions
+from gateway.broker.flow import QueueFlow
 from gateway.broker.message import Entry, Message
 from gateway.broker.ready import FifoReady, PriorityReady
 
@@ -45,6 +46,7 @@ class Queue:
         "dropped",
         "stuck",
         "waiting",
+        "flow",
     )
 
     def __init__(
@@ -87,6 +89,12 @@ class Queue:
         #: With `stuck`: the consumers owed an earlier message, which may take nothing behind
         #: it (FIFO), when some others may (kept off the head by no-local only); else None.
         self.waiting: set[Consumer] | None = None
+        #: Producer flow control, for a queue declared with a capacity.
+        self.flow = (
+            None
+            if options.capacity is None or options.flow_resume_capacity is None
+            else QueueFlow(self, options.capacity, options.flow_resume_capacity)
+        )
         if self.watched:
             unused_until = self.last_used + options.expires / 1000.0 if options.expires is not None else None
             vhost.broker.watch(self, unused_until)
@@ -134,6 +142,9 @@ class Queue:
         self.ready_bytes += message.size
         if self.limited:
             self._drop_over_limit()
+        flow = self.flow
+        if flow is not None and self.ready_bytes > flow.capacity:
+            flow.overfull(message.origin)
         if expires_at is not None:
             if not self.watched:
                 self.watched = True
@@ -186,6 +197,8 @@ class Queue:
         ready = self.ready
         entry = ready.popleft()
         self.ready_bytes -= entry.message.size
+        if self.flow is not None:
+            self.flow.drained()
         if self.watched and ready:
             deadline = ready[0].expires_at
             if deadline is not None:
@@ -260,6 +273,8 @@ class Queue:
         if delivered:
             self.ready.remove_all(delivered)
             self.ready_bytes -= sum(entry.message.size for entry in delivered)
+            if self.flow is not None:
+                self.flow.drained()
         self.waiting = waiting if len(waiting) < len(consumers) else None
         if head.expires_at is None:  # one that expires is worth another look
             self.stuck = head
@@ -369,6 +384,8 @@ class Queue:
         self._discard(list(self.ready), None)
         self.ready.clear()
         self.ready_bytes = 0
+        if self.flow is not None:
+            self.flow.drained()
         return count
 
     # -- consumers and expiry ---------------------------------------------------------------

@@ -12,7 +12,6 @@ from gateway.broker.arguments import (
     check_equivalent_arguments,
     check_exchange_arguments,
     inequivalent,
-    parse_queue_arguments,
 )
 from gateway.broker.exchange import Exchange
 from gateway.broker.names import describe, generated_queue_name
@@ -139,7 +138,7 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
         description = describe("queue", name, vhost.name)
         existing = vhost.queues.get(name)
         if existing is None:
-            options = parse_queue_arguments(arguments, description)
+            options = vhost.queue_options(arguments, description)
             owner = session if method.exclusive else None
             queue = vhost.create_queue(name, method.durable, owner, method.auto_delete, arguments, options)
         else:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
-from gateway.broker.arguments import QueueOptions
+from gateway.broker.arguments import QueueOptions, parse_queue_arguments
 from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
@@ -83,6 +83,12 @@ class VHost:
             # written during `route`): the confirm then waits for the batch holding them.
             stored = broker.store is not None and broker.store.pending
         return len(queues), refused, stored
+
+    def queue_options(self, arguments: dict[str, Any], description: str) -> QueueOptions:
+        """A queue's options from its declare's arguments over the vhost's queue defaults
+        (406 for a bad one); `arguments` stay as given, for the redeclare comparison."""
+        defaults = self.broker.queue_defaults.get(self.name)
+        return parse_queue_arguments({**defaults, **arguments} if defaults else arguments, description)
 
     def enqueue(self, queue: Queue, exchange: str, routing_key: str, content: Content) -> None:
         """Put a message into one queue as if `exchange` had routed it there, without routing
@@ -242,6 +248,8 @@ class VHost:
             queue.store.delete_queue(self.name, queue.name)
         queue.ready.clear()
         queue.ready_bytes = 0
+        if queue.flow is not None:
+            queue.flow.release()
         if queue.owner is not None:
             queue.owner.exclusive_queues.discard(queue)
         self.broker.unwatch(queue)

@@ -273,7 +273,14 @@ def exchange(name: str, type: str, durable: bool = False, alternate: str | None 
 
 
 def queue(
-    name: str, durable: bool = False, auto_delete: bool = False, bindings: int = 1, messages: int = 0
+    name: str,
+    durable: bool = False,
+    auto_delete: bool = False,
+    bindings: int = 1,
+    messages: int = 0,
+    bytes: int | None = None,
+    capacity: int | None = None,
+    overfull: bool = False,
 ) -> dict:
     return {
         "name": name,
@@ -281,6 +288,9 @@ def queue(
         "auto_delete": auto_delete,
         "exclusive": False,
         "messages": messages,
+        "bytes": 100 * messages if bytes is None else bytes,
+        "capacity": capacity,
+        "overfull": overfull,
         "consumers": 0,
         "bindings": bindings,
         "arguments": {},
@@ -316,12 +326,16 @@ def test_queue_table_columns() -> None:
     lines = formatting.queue_table(
         [queue("pub_start"), queue("mgmt-3206", durable=True, auto_delete=True, bindings=2, messages=1234)]
     )
+    overfull = queue("fed.bridge", messages=12, bytes=1_200_000, capacity=1_000_000, overfull=True)
+    lines += formatting.queue_table([overfull, queue("flowing", capacity=10)])[3:]
     assert lines == [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages  Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
         "=" * 91,
-        "  N        N      N         1            0  pub_start",
-        "  Y        Y      N         2         1234  mgmt-3206",
+        "  N        N      N         1            0           0  -         pub_start",
+        "  Y        Y      N         2         1234      123400  -         mgmt-3206",
+        "  N        N      N         1           12     1200000  OVERFULL  fed.bridge",
+        "  N        N      N         1            0           0  ok        flowing",
     ]
 
 

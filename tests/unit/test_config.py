@@ -140,7 +140,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
-            "4: federations: unknown section (known: node, federation, federate)",
+            "4: federations: unknown section (known: node, vhost, federation, federate)",
         ),
         ("node = 5\n", "1: node: expected a table, got 5"),
         (
@@ -382,3 +382,43 @@ def test_memory_high_watermark_from_file_and_flag(tmp_path: Path) -> None:
         " at most 1 (e.g. 0.4), or a size in bytes with an optional unit (e.g. 300MB, 2GiB), got 2.0"
     )
     assert Watermark(fraction=0.5).bytes(1000) == 500 and Watermark(size=7).bytes(1000) == 7
+
+
+# --- [vhost."NAME"]: default queue capacities ------------------------------------------------
+
+
+def test_vhost_tables_give_queue_capacities_and_create_the_vhost(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        '[node]\nvhosts = ["staging"]\n\n[vhost."prod"]\ncapacity = "10MiB"\nflow_resume_capacity = 8388608\n'
+        '\n[vhost."/"]\ncapacity = 1000\n',
+    )
+    config = load_node_config(path)
+    assert config.vhosts == ("/", "staging", "prod")
+    assert config.queue_defaults == {
+        "prod": {"x-qpid-capacity": 10 * 2**20, "x-qpid-flow-resume-capacity": 8388608},
+        "/": {"x-qpid-capacity": 1000},
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[vhost."prod"]\nflow_resume_capacity = 10\n',
+            "3: vhost.prod.flow_resume_capacity: needs a capacity in the same table",
+        ),
+        (
+            '[vhost."prod"]\ncapacity = 10\nflow_resume_capacity = 20\n',
+            "4: vhost.prod.flow_resume_capacity: must not be greater than capacity",
+        ),
+        ('[vhost."prod"]\ncapacity = "lots"\n', "3: vhost.prod.capacity: expected a size in bytes"),
+        (
+            '[vhost."prod"]\nmax = 1\n',
+            "3: vhost.prod.max: unknown key (known: capacity, flow_resume_capacity)",
+        ),
+    ],
+)
+def test_bad_vhost_tables_say_where(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, "[node]\n" + text)
+    assert load_error(path).startswith(f"{path}:{message}")

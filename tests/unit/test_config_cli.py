@@ -85,15 +85,15 @@ def test_queues_with_a_filter(node: FakeNode, capsys: pytest.CaptureFixture[str]
     assert node.run("queues", "pub") == 0
     assert capsys.readouterr().out == (
         "\n"
-        "Durable  AutoDel  Excl  Bindings  Messages  Queue Name\n"
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name\n"
         + "="
         * 91
-        + "\n  N        N      N         1            0  pub_start\n"
-        "  Y        N      N         2            3  public\n"
+        + "\n  N        N      N         1            0           0  -         pub_start\n"
+        "  Y        N      N         2            3         300  -         public\n"
     )
     assert node.run("queues", "start") == 0
     assert capsys.readouterr().out.splitlines()[3:] == [
-        "  N        N      N         1            0  pub_start"
+        "  N        N      N         1            0           0  -         pub_start"
     ]
 
 
@@ -160,6 +160,20 @@ def test_add_queue_maps_qpid_limits_to_x_arguments(node: FakeNode) -> None:
             "queues.add",
             {"name": "r", "durable": False, "arguments": {"x-max-length": 5, "x-overflow": "reject-publish"}},
         ),
+    ]
+
+
+def test_add_queue_maps_capacities_to_qpid_arguments(node: FakeNode) -> None:
+    assert node.run("add", "queue", "c", "--capacity", "10485760", "--flow-resume-capacity", "8388608") == 0
+    assert node.requests == [
+        (
+            "queues.add",
+            {
+                "name": "c",
+                "durable": False,
+                "arguments": {"x-qpid-capacity": 10485760, "x-qpid-flow-resume-capacity": 8388608},
+            },
+        )
     ]
 
 
