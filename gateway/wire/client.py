@@ -33,6 +33,7 @@ from typing import Any
 
 from pamqp import base, commands
 
+from gateway.names import DEFAULT_VHOST
 from gateway.wire import frames
 from gateway.wire.connection import FrameIO, LocalProtocolError, Negotiated
 from gateway.wire.content import Content
@@ -214,7 +215,7 @@ class ClientConnection(FrameIO):
         self,
         username: str = "guest",
         password: str = "guest",
-        vhost: str = "/",
+        vhost: str = DEFAULT_VHOST,
         *,
         client_properties: dict[str, Any] | None = None,
         frame_max: int = 131072,
