@@ -8,10 +8,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import backlog, brokers, harness, report
+from . import backlog, brokers, harness, memory, report
 
 RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
 BACKLOG_JSON = Path(__file__).parent / "results" / "backlog.json"
+MEMORY_JSON = Path(__file__).parent / "results" / "memory.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +49,25 @@ def main(argv: list[str] | None = None) -> int:
     under.add_argument(
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
     )
+    piles = sub.add_parser("memory", help="memory while a backlog piles up with no consumer, then its drain")
+    for key, size, default in memory.SIZES:
+        piles.add_argument(
+            f"--{key}",
+            type=int,
+            default=default,
+            metavar="N",
+            help=f"messages of {size:,} bytes (default {default:,})",
+        )
+    piles.add_argument(
+        "--seconds", type=float, default=300.0, help="time limit of each pile-up (default 300)"
+    )
+    piles.add_argument("--gateway", type=Path, default=brokers.default_gateway_command())
+    piles.add_argument("--only", choices=memory.BROKERS, help="one broker")
+    piles.add_argument(
+        "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
+    )
     args = parser.parse_args(argv)
-    if args.messages < 1 or getattr(args, "repeat", 1) < 1:
+    if getattr(args, "messages", 1) < 1 or getattr(args, "repeat", 1) < 1:
         parser.error("--messages and --repeat must be at least 1")
     python = os.path.relpath(sys.executable)
     command = shlex.join(
@@ -60,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
             *(sys.argv[1:] if argv is None else argv),
         ]
     )
+    if args.command == "memory":
+        counts = {key: getattr(args, key) for key, _, _ in memory.SIZES}
+        results = memory.run(args.gateway, counts, args.seconds, command, args.only)
+        memory.write_json(results, MEMORY_JSON)
+        memory.write_markdown(results, args.out)
+        print(f"wrote {args.out} and {MEMORY_JSON}")
+        return 0
     if args.command == "backlog":
         results = backlog.run(args.messages, args.gateway, command, args.only)
         backlog.write_json(results, BACKLOG_JSON)

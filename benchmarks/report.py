@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .backlog import MARK_BEGIN, MARK_END
+from . import sections
 from .fanout import FANOUT, FANOUT_SCENARIOS, LOCAL
 from .federation import FEDERATION_SCENARIOS, LINK_CREDIT, MAX_HOPS, FederationScenario
 from .load import LINGER_S
@@ -342,11 +342,6 @@ def render(results: dict[str, Any]) -> str:
 
 
 def write_markdown(results: dict[str, Any], path: Path) -> None:
-    """Write the report, keeping the backlog section `python -m benchmarks backlog` put there."""
+    """Write the report, keeping the sections `python -m benchmarks backlog` and `memory` put there."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    kept = ""
-    if path.exists():
-        text = path.read_text()
-        if MARK_BEGIN in text and MARK_END in text:
-            kept = "\n" + MARK_BEGIN + text.split(MARK_BEGIN, 1)[1].split(MARK_END, 1)[0] + MARK_END + "\n"
-    path.write_text(render(results) + kept)
+    path.write_text(render(results) + (sections.kept(path.read_text()) if path.exists() else ""))
