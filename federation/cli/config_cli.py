@@ -21,7 +21,8 @@ from federation.management_client import Client, ClientFactory, ManagementClient
 from gateway.names import DEFAULT_PORT
 
 #: --policy-type: what a full queue does, as the x-overflow argument RabbitMQ clients know.
-OVERFLOW = {"reject": "reject-publish", "ring": "drop-head"}
+#: qpid-config's --policy-type values (the node says which it cannot apply).
+POLICY_TYPES = ("reject", "flow_to_disk", "ring", "ring_strict")
 
 USAGE = """\
 amq-config [OPTIONS]
@@ -31,7 +32,7 @@ amq-config [OPTIONS]
        amq-config [OPTIONS] add exchange <type> <name> [--durable] [--alternate-exchange X]
        amq-config [OPTIONS] del exchange <name>
        amq-config [OPTIONS] add queue <name> [--durable] [--max-queue-size N] [--max-queue-count N]
-                                             [--policy-type reject|ring]
+                                             [--policy-type reject|flow_to_disk|ring|ring_strict]
                                              [--capacity N] [--flow-resume-capacity N]
        amq-config [OPTIONS] del queue <name> [--force]
        amq-config [OPTIONS] bind   <exchange-name> <queue-name> [binding-key]
@@ -120,14 +121,14 @@ async def add_queue(context: Context, args: argparse.Namespace) -> int:
 
 
 def queue_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """qpid's queue limits as the x- arguments our queues (and RabbitMQ's) understand."""
+    """qpid's queue limits as the qpid.* arguments the node maps onto its x-max-length family."""
     arguments: dict[str, Any] = {}
     if args.max_queue_size is not None:
-        arguments["x-max-length-bytes"] = args.max_queue_size
+        arguments["qpid.max_size"] = args.max_queue_size
     if args.max_queue_count is not None:
-        arguments["x-max-length"] = args.max_queue_count
+        arguments["qpid.max_count"] = args.max_queue_count
     if args.policy_type is not None:
-        arguments["x-overflow"] = OVERFLOW[args.policy_type]
+        arguments["qpid.policy_type"] = args.policy_type
     if args.capacity is not None:
         arguments["x-qpid-capacity"] = args.capacity
     if args.flow_resume_capacity is not None:
@@ -231,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     leaf.add_argument("--max-queue-count", type=count, metavar="N", help="at most N messages")
     leaf.add_argument(
         "--policy-type",
-        choices=sorted(OVERFLOW),
-        help="when full: reject new messages (reject), or drop the oldest (ring); default reject",
+        choices=POLICY_TYPES,
+        help="when full: refuse new messages (reject), or drop the oldest (ring, ring_strict);"
+        " default reject, flow_to_disk for a durable queue (not available yet)",
     )
     leaf.add_argument(
         "--capacity",

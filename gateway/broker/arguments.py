@@ -12,6 +12,14 @@ from gateway.wire.errors import AMQPError, precondition_failed
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 
+#: Qpid's queue limit policies (qpid.policy_type) as our overflow modes. ring_strict never drops
+#: a message a client was given and has not acknowledged: neither does ring here, since limits
+#: count ready messages only (as RabbitMQ's x-max-length does), so the two are one.
+QPID_POLICIES = {"reject": "reject-publish", "ring": "drop-head", "ring_strict": "drop-head"}
+#: The policy Qpid keeps a durable queue's messages within its limits with: not available yet
+#: (message bodies stay in memory), so a durable queue must name another.
+FLOW_TO_DISK = "flow_to_disk"
+
 #: The highest x-max-priority (message priorities are octets).
 MAX_PRIORITY = 255
 
@@ -29,6 +37,9 @@ QUEUE_EQUIVALENCE_KEYS = (
     "x-dead-letter-routing-key",
     "x-qpid-capacity",
     "x-qpid-flow-resume-capacity",
+    "qpid.max_count",
+    "qpid.max_size",
+    "qpid.policy_type",
 )
 
 EXCHANGE_EQUIVALENCE_KEYS = ("alternate-exchange",)
@@ -46,6 +57,9 @@ class QueueOptions:
     dead_letter_exchange: str | None = None
     dead_letter_routing_key: str | None = None
     max_priority: int | None = None  # 0 and None: a plain FIFO queue
+    #: Qpid's reject policy: a publisher not in confirm mode (which a nack would tell) has its
+    #: channel closed when the queue refuses its message, as Qpid raises an exception.
+    refusal_closes_channel: bool = False
     #: Producer flow control (gateway.broker.flow): bytes of ready messages over which the
     #: queue holds its publishers, and under which it releases them; None: no flow control.
     capacity: int | None = None
@@ -92,11 +106,33 @@ def _string(value: Any) -> str:
     return value
 
 
-def parse_queue_arguments(arguments: dict[str, Any], description: str) -> QueueOptions:
-    """Validate a queue's x-arguments; 406 names the bad one, as RabbitMQ does."""
+def parse_queue_arguments(arguments: dict[str, Any], description: str, durable: bool = False) -> QueueOptions:
+    """Validate a queue's x-arguments and Qpid's qpid.* limits; 406 names the bad one, as
+    RabbitMQ does. `durable` picks Qpid's default policy for limits given without one."""
     parsed: dict[str, Any] = {}
     name = ""
     try:
+        for name, rabbit in (("qpid.max_count", "x-max-length"), ("qpid.max_size", "x-max-length-bytes")):
+            if name in arguments:
+                if rabbit in arguments:
+                    raise ValueError(f"{{conflicting_arguments,{rabbit}}}: give one of the two")
+                parsed["max_length" if rabbit == "x-max-length" else "max_length_bytes"] = _integer(
+                    arguments[name], 0
+                )
+        name = "qpid.policy_type"
+        if name in arguments and "x-overflow" in arguments:
+            raise ValueError("{conflicting_arguments,x-overflow}: give one of the two")
+        if name in arguments or (parsed and "x-overflow" not in arguments):
+            policy = _string(arguments[name]) if name in arguments else FLOW_TO_DISK if durable else "reject"
+            if policy == FLOW_TO_DISK:
+                raise ValueError(
+                    "{unsupported_policy,flow_to_disk}: flow_to_disk (Qpid's default for durable queues)"
+                    " is not available yet; give qpid.policy_type reject, ring or ring_strict"
+                )
+            if policy not in QPID_POLICIES:
+                raise ValueError(f"{{invalid_policy_type,{policy}}}")
+            parsed["overflow"] = QPID_POLICIES[policy]
+            parsed["refusal_closes_channel"] = policy == "reject"
         for name, key, convert in (
             ("x-message-ttl", "message_ttl", lambda v: _integer(v, 0)),
             ("x-expires", "expires", lambda v: _integer(v, 1)),

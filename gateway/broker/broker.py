@@ -152,7 +152,9 @@ class Broker:
         for queue_record in snapshot.queues:
             vhost = self.add_vhost_silently(queue_record.vhost)
             arguments = dict(queue_record.arguments)
-            options = vhost.queue_options(arguments, describe("queue", queue_record.name, queue_record.vhost))
+            options = vhost.queue_options(
+                arguments, describe("queue", queue_record.name, queue_record.vhost), durable=True
+            )
             vhost.create_queue(
                 queue_record.name, True, None, queue_record.auto_delete, arguments, options, persist=False
             )

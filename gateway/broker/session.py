@@ -185,7 +185,17 @@ class Session:
             )
         if channel.confirms is not None:
             store = self.broker.store
-            self._confirm(channel, store.ticket() if stored and store is not None else 0, not refused)
+            self._confirm(channel, store.ticket() if stored and store is not None else 0, refused is None)
+        elif refused is not None and refused.options.refusal_closes_channel:
+            options = refused.options
+            limit = f"{options.max_length} messages" if options.max_length is not None else ""
+            if options.max_length_bytes is not None:
+                limit += (" or " if limit else "") + f"{options.max_length_bytes} bytes"
+            raise precondition_failed(
+                f"{describe('queue', refused.name, self.vhost.name)} is full (at most {limit});"
+                " message refused (qpid.policy_type reject)",
+                PUBLISH,
+            )
 
     def _confirm(self, channel: Channel, ticket: int, accepted: bool) -> None:
         """Settle the publish just handled on a channel in confirm mode (ack once `ticket` is

@@ -138,7 +138,7 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
         description = describe("queue", name, vhost.name)
         existing = vhost.queues.get(name)
         if existing is None:
-            options = vhost.queue_options(arguments, description)
+            options = vhost.queue_options(arguments, description, method.durable)
             owner = session if method.exclusive else None
             queue = vhost.create_queue(name, method.durable, owner, method.auto_delete, arguments, options)
         else:

@@ -47,8 +47,9 @@ class VHost:
         content: Content,
         origin: int,
         return_to: ReturnTo | None = None,
-    ) -> tuple[int, bool, bool]:
-        """Route a message and enqueue it: (queues reached, refused by one, written to store)."""
+    ) -> tuple[int, Queue | None, bool]:
+        """Route a message and enqueue it: (queues reached, a queue that refused it (x-overflow
+        or qpid's reject policy) or None, written to store)."""
         broker = self.broker
         expires_at = None if content.expiration is None else expiration_deadline(content, broker.clock())
         message_id = broker.next_message_id
@@ -66,29 +67,32 @@ class VHost:
         if exchange.is_default:
             queue = self.queues.get(routing_key)
             if queue is None:
-                return 0, False, False
+                return 0, None, False
             if queue.publish(message):
-                return 1, False, message.persistent and queue.store is not None
-            return 1, True, False
+                return 1, None, message.persistent and queue.store is not None
+            return 1, queue, False
         queues = route(exchange, message)
-        refused = stored = False
+        refused: Queue | None = None
+        stored = False
         for queue in queues:
             if queue.publish(message):
                 if message.persistent and queue.store is not None:
                     stored = True
             else:
-                refused = True
+                refused = queue
         if message.persistent and not stored and exchange.federation is not None:
             # Federation may store copies of its own (dynamic routing's durable bridge queues,
             # written during `route`): the confirm then waits for the batch holding them.
             stored = broker.store is not None and broker.store.pending
         return len(queues), refused, stored
 
-    def queue_options(self, arguments: dict[str, Any], description: str) -> QueueOptions:
+    def queue_options(self, arguments: dict[str, Any], description: str, durable: bool) -> QueueOptions:
         """A queue's options from its declare's arguments over the vhost's queue defaults
         (406 for a bad one); `arguments` stay as given, for the redeclare comparison."""
         defaults = self.broker.queue_defaults.get(self.name)
-        return parse_queue_arguments({**defaults, **arguments} if defaults else arguments, description)
+        return parse_queue_arguments(
+            {**defaults, **arguments} if defaults else arguments, description, durable
+        )
 
     def enqueue(self, queue: Queue, exchange: str, routing_key: str, content: Content) -> None:
         """Put a message into one queue as if `exchange` had routed it there, without routing

@@ -153,12 +153,12 @@ def test_add_queue_maps_qpid_limits_to_x_arguments(node: FakeNode) -> None:
             {
                 "name": "q",
                 "durable": True,
-                "arguments": {"x-max-length-bytes": 1048576, "x-max-length": 100, "x-overflow": "drop-head"},
+                "arguments": {"qpid.max_size": 1048576, "qpid.max_count": 100, "qpid.policy_type": "ring"},
             },
         ),
         (
             "queues.add",
-            {"name": "r", "durable": False, "arguments": {"x-max-length": 5, "x-overflow": "reject-publish"}},
+            {"name": "r", "durable": False, "arguments": {"qpid.max_count": 5, "qpid.policy_type": "reject"}},
         ),
     ]
 
@@ -218,7 +218,7 @@ def test_refusals_and_unreachable_nodes_exit_1(node: FakeNode, capsys: pytest.Ca
         (["add"], "usage: amq-config add", "required"),
         (["add", "exchange", "topic"], "usage: amq-config add exchange", "required: name"),
         (
-            ["add", "queue", "q", "--policy-type", "flow_to_disk"],
+            ["add", "queue", "q", "--policy-type", "spill"],
             "usage: amq-config add queue",
             "invalid choice",
         ),
