@@ -188,6 +188,7 @@ class Broker:
                         True,
                         expiration_deadline(content, routed_at) if content.expiration is not None else None,
                         0,
+                        size=len(content),  # a stored body stays in the store until it is needed
                     )
                     highest = max(highest, stored.message_id)
                 queue.restore(message, stored.redelivered, routed_at)

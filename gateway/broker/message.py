@@ -44,12 +44,14 @@ class Message:
         expires_at: float | None,
         origin: int,
         return_to: ReturnTo | None = None,
+        size: int | None = None,
     ) -> None:
+        """`size`: the body's length when the body is not in memory (gateway.broker.paging)."""
         self.id = message_id
         self.exchange = exchange
         self.routing_key = routing_key
         self.content = content
-        self.size = len(content.body)
+        self.size = len(content.body) if size is None else size
         self.persistent = persistent
         #: Absolute deadline from the per-message expiration property, if any.
         self.expires_at = expires_at

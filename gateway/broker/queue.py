@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.broker.arguments import QueueOptions
 from gateway.broker.flow import QueueFlow
 from gateway.broker.message import Entry, Message
+from gateway.broker.paging import PagedContent, page_in
 from gateway.broker.ready import FifoReady, PriorityReady
 
 if TYPE_CHECKING:
@@ -247,6 +248,10 @@ class Queue:
                     continue
                 self._hold(head)
                 return
+            content = head.message.content
+            if type(content) is PagedContent and not content.in_memory:
+                # Stored bodies not read since the restart: this one and the next few at once.
+                page_in(entry.message.content for entry in ready)
             self._take()
             self._deliver(consumer, head)
 

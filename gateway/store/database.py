@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from types import TracebackType
@@ -51,6 +52,7 @@ from typing import Any, Self
 
 import trio
 
+from gateway.broker.paging import PagedContent
 from gateway.broker.records import BindingRecord, ExchangeRecord, MessageRecord, QueueRecord, Snapshot
 from gateway.wire.content import Content
 
@@ -87,11 +89,19 @@ class _RowsStatement:
             size *= 2
 
     def run(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        for _ in self._steps(db, rows):
+            pass
+
+    def select(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[Any]:
+        """The rows a query returns for all of `rows` (a padded row finds nothing new)."""
+        return [found for cursor in self._steps(db, rows) for found in cursor.fetchall()]
+
+    def _steps(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> Iterator[sqlite3.Cursor]:
         for start in range(0, len(rows), self.CHUNK):
             chunk = rows[start : start + self.CHUNK]
             size = 1 << (len(chunk) - 1).bit_length()
             chunk += [chunk[-1]] * (size - len(chunk))
-            db.execute(self._sql[size], list(chain.from_iterable(chunk)))
+            yield db.execute(self._sql[size], list(chain.from_iterable(chunk)))
 
 
 # Every statement the store runs is one of this module's constants (a test checks each one's
@@ -109,6 +119,10 @@ _PUT_DELIVERED_MARKS = _RowsStatement(
     "INSERT INTO delivered_marks VALUES {rows} ON CONFLICT (vhost, queue)"
     " DO UPDATE SET message_id = max(message_id, excluded.message_id)",
     3,
+)
+#: Bodies paged back in (gateway.broker.paging), by primary key, on the read connection.
+_READ_BODIES = _RowsStatement(
+    "SELECT id, body FROM messages WHERE id IN (SELECT column1 FROM (VALUES {rows}))", 1
 )
 _DELETE_UNREFERENCED = _RowsStatement(
     "DELETE FROM messages WHERE id IN (SELECT column1 FROM (VALUES {rows}))"
@@ -149,7 +163,7 @@ _LOAD_QUEUES = "SELECT vhost, name, auto_delete, arguments FROM queues"
 _LOAD_BINDINGS = "SELECT vhost, source, destination_kind, destination, routing_key, arguments FROM bindings"
 _LOAD_MESSAGES = (
     "SELECT e.vhost, e.queue, e.message_id, e.message_id <= coalesce(d.message_id, 0),"
-    " m.exchange, m.routing_key, m.header, m.body, m.routed_at FROM queue_messages AS e"
+    " m.exchange, m.routing_key, m.header, length(m.body), m.routed_at FROM queue_messages AS e"
     " JOIN messages AS m ON m.id = e.message_id"
     " LEFT JOIN delivered_marks AS d ON d.vhost = e.vhost AND d.queue = e.queue"
     " ORDER BY e.vhost, e.queue, e.seq"
@@ -278,6 +292,8 @@ class Store:
         self.reusable_bytes = self._free_pages()
         self._committing = trio.Lock()
         self._closed = False
+        #: Opened on the first read of a paged body (read_bodies).
+        self._reader: sqlite3.Connection | None = None
 
     @classmethod
     def open(cls, data_dir: Path) -> Store:
@@ -301,6 +317,8 @@ class Store:
             return
         self._closed = True
         try:
+            if self._reader is not None:
+                self._reader.close()
             self._db.close()
         finally:
             os.close(self._lock_fd)
@@ -493,6 +511,16 @@ class Store:
             raise
         self.reusable_bytes = self._free_pages()
 
+    def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """Stored bodies by message id, for gateway.broker.paging; on the model's thread, through
+        a read-only connection of its own (WAL: it reads the last commit, never waits for one)."""
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = sqlite3.connect(
+                f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        return dict(_READ_BODIES.select(reader, [(message_id,) for message_id in message_ids]))
+
     def _free_pages(self) -> int:
         (pages,) = self._db.execute(_FREE_PAGES).fetchone()
         return int(pages) * self._page_size
@@ -524,10 +552,10 @@ class Store:
         shared: dict[int, Content] = {}
         messages: dict[tuple[str, str], list[MessageRecord]] = {}
         rows = db.execute(_LOAD_MESSAGES)
-        for vhost, queue, message_id, delivered, exchange, key, header, body, routed_at in rows:
+        for vhost, queue, message_id, delivered, exchange, key, header, size, routed_at in rows:
             content = shared.get(message_id)
             if content is None:
-                content = shared[message_id] = Content(header, body)
+                content = shared[message_id] = PagedContent(header, message_id, size, self)
             record = MessageRecord(message_id, exchange, key, content, bool(delivered), routed_at)
             messages.setdefault((vhost, queue), []).append(record)
         (last_id,) = db.execute(_LOAD_LAST_MESSAGE_ID).fetchone()

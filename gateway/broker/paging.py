@@ -1,0 +1,88 @@
+"""Message bodies that stay in the store until a consumer needs them.
+
+At start-up the store hands the model each stored message's properties and body size, not its
+body (`PagedContent`), so a node restarts with a data dir many times its memory. A body is read
+when something first needs it and kept until the message is gone. Queues read ahead: before a
+dispatch hands out a paged message, the bodies of the next PAGE_AHEAD_COUNT messages (at most
+PAGE_AHEAD_BYTES) are read in one store query, so consumers do not pay a query per message.
+
+Reads are synchronous, on the model's thread, through the store's own read-only connection
+(gateway.store): a body by primary key, in bounded batches, like the other bounded steps the
+model takes on the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from typing import Protocol
+
+from gateway.wire.content import Content
+
+#: How far a queue reads ahead of its consumers: messages, and bytes of bodies.
+PAGE_AHEAD_COUNT = 256
+PAGE_AHEAD_BYTES = 4 << 20
+
+
+class BodyReader(Protocol):
+    """Where paged bodies are read from (the store)."""
+
+    def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """The stored bodies of these messages (a message no longer stored is left out)."""
+        ...
+
+
+class PagedContent(Content):
+    """A stored message's properties, whose body is read from the store when first used."""
+
+    __slots__ = ("message_id", "stored_size", "_reader", "_loaded")
+
+    def __init__(self, header: bytes, message_id: int, size: int, reader: BodyReader) -> None:
+        super().__init__(header, b"")
+        self.message_id = message_id
+        self.stored_size = size
+        self._reader = reader
+        self._loaded: bytes | None = None
+
+    @property
+    def body(self) -> bytes:
+        loaded = self._loaded
+        if loaded is None:
+            loaded = self._reader.read_bodies([self.message_id]).get(self.message_id)
+            if loaded is None:
+                raise LookupError(f"message {self.message_id} is no longer in the store")
+            self._loaded = loaded
+        return loaded
+
+    @body.setter
+    def body(self, value: bytes) -> None:
+        self._loaded = value or None  # Content.__init__'s placeholder leaves it unread
+
+    @property
+    def in_memory(self) -> bool:
+        return self._loaded is not None
+
+    def __len__(self) -> int:
+        return self.stored_size
+
+    def __repr__(self) -> str:
+        where = "in memory" if self._loaded is not None else "in the store"
+        return f"PagedContent(message {self.message_id}, body={self.stored_size} bytes {where})"
+
+
+def page_in(contents: Iterable[Content]) -> None:
+    """Read, in one query, the bodies of the paged contents among the first PAGE_AHEAD_COUNT of
+    `contents`, up to PAGE_AHEAD_BYTES (a node has one store, so they share one reader)."""
+    wanted: dict[int, PagedContent] = {}
+    budget = PAGE_AHEAD_BYTES
+    for content in islice(contents, PAGE_AHEAD_COUNT):
+        if budget <= 0:
+            break
+        if isinstance(content, PagedContent) and not content.in_memory:
+            wanted[content.message_id] = content
+            budget -= content.stored_size
+    if not wanted:
+        return
+    first = next(iter(wanted.values()))
+    for message_id, body in first._reader.read_bodies(list(wanted)).items():
+        wanted[message_id].body = body

@@ -1,0 +1,59 @@
+"""A node restarts with more stored messages than its memory and delivers them all: start-up
+reads each stored message's properties and size, and bodies come back from the store in
+batches ahead of the consumer (gateway.broker.paging).
+
+Before, start-up read every body: under the same `prlimit --as` cap the node failed to start
+(MemoryError while loading the store)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pika
+import pytest
+
+from tests.integration.test_memory_alarm import resident
+from tests.nodes import start_node
+
+MiB = 2**20
+#: The node's address-space cap (prlimit --as): Python, Trio and the node take about 55 MiB of
+#: it before any message, and the store's worker threads their stacks.
+CAP = 128 * MiB
+STORED = 3 * CAP // MiB  # messages of 1 MiB: three times the cap
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+def test_a_data_dir_three_times_the_memory_cap_restarts_and_is_delivered(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    node = start_node(tmp_path, data_dir=data_dir, name="paged")
+    connection = pika.BlockingConnection(pika.URLParameters(node.url()))
+    channel = connection.channel()
+    channel.queue_declare("stored", durable=True)
+    channel.confirm_delivery()
+    for n in range(STORED):
+        channel.basic_publish(
+            "", "stored", b"%08d" % n + b"x" * (MiB - 8), pika.BasicProperties(delivery_mode=2)
+        )
+    connection.close()
+    assert node.stop() == 0
+    node = start_node(tmp_path, data_dir=data_dir, name="paged", prefix=["prlimit", f"--as={CAP}"])
+    try:
+        connection = pika.BlockingConnection(pika.URLParameters(node.url()))
+        channel = connection.channel()
+        channel.basic_qos(prefetch_count=4)
+        got = []
+        for method, _, body in channel.consume("stored", inactivity_timeout=30):
+            assert method is not None, f"{len(got)} of {STORED} delivered; node log:\n{node.log()[-3000:]}"
+            assert len(body) == MiB
+            got.append(int(body[:8]))
+            channel.basic_ack(method.delivery_tag)
+            if len(got) == STORED:
+                break
+        channel.cancel()
+        connection.close()
+        assert got == list(range(STORED))
+        assert resident(node) < CAP
+        assert "MemoryError" not in node.log()
+    finally:
+        node.stop()
