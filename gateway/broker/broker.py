@@ -12,6 +12,7 @@ from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox, Return, ReturnTo
+from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.broker.records import Snapshot
 from gateway.broker.session import ExchangeHandler, Session
 from gateway.broker.store import StoreWriter
@@ -69,6 +70,8 @@ class Broker:
         #: Queue arguments every queue of a vhost gets unless its declare gives them (the node
         #: config's [vhost."NAME"] capacities), by vhost name.
         self.queue_defaults: dict[str, dict[str, Any]] = {}
+        #: Bytes of ready bodies a durable queue keeps in memory (gateway.broker.paging).
+        self.queue_memory_budget = QUEUE_MEMORY_BUDGET
         self.memory_budget = sys.maxsize
         self.on_memory_budget: Callable[[], None] | None = None
         self._next_session_id = 1

@@ -1,8 +1,11 @@
 """Message bodies that stay in the store until a consumer needs them.
 
 At start-up the store hands the model each stored message's properties and body size, not its
-body (`PagedContent`), so a node restarts with a data dir many times its memory. A body is read
-when something first needs it and kept until the message is gone. Queues read ahead: before a
+body (`PagedContent`), so a node restarts with a data dir many times its memory. While it runs,
+a persistent message enqueued only on durable queues that already hold more than the broker's
+`queue_memory_budget` of ready bodies keeps only its properties in memory too (`page_out`): its
+body goes to the store with the next commit, and is read from the batch until then. A body is
+read when something first needs it and kept until the message is gone. Queues read ahead: before a
 dispatch hands out a paged message, the bodies of the next PAGE_AHEAD_COUNT messages (at most
 PAGE_AHEAD_BYTES) are read in one store query, so consumers do not pay a query per message.
 
@@ -15,10 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.wire.content import Content
 
+if TYPE_CHECKING:
+    from gateway.broker.message import Message
+
+#: Bytes of ready bodies a durable queue keeps in memory before later persistent messages keep
+#: only their properties there (Broker.queue_memory_budget).
+QUEUE_MEMORY_BUDGET = 16 << 20
 #: How far a queue reads ahead of its consumers: messages, and bytes of bodies.
 PAGE_AHEAD_COUNT = 256
 PAGE_AHEAD_BYTES = 4 << 20
@@ -86,3 +95,10 @@ def page_in(contents: Iterable[Content]) -> None:
     first = next(iter(wanted.values()))
     for message_id, body in first._reader.read_bodies(list(wanted)).items():
         wanted[message_id].body = body
+
+
+def page_out(message: Message, reader: BodyReader) -> None:
+    """Keep only the properties of a stored message in memory; its body is read back from
+    `reader` (the store, which has it in its batch until the commit) when needed."""
+    content = message.content
+    message.content = PagedContent(content.header, message.id, message.size, reader)

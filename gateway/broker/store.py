@@ -1,4 +1,5 @@
-"""The durable-store interface the model writes through (implemented by gateway.store).
+"""The durable-store interface the model writes through, and reads paged bodies back from
+(implemented by gateway.store).
 
 Writes are buffered by the store and committed in groups; `ticket()` names the batch the next
 commit will include, so the model can hold publisher confirms until `Broker.on_durable`.
@@ -6,6 +7,7 @@ commit will include, so the model can hold publisher confirms until `Broker.on_d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway.wire.content import Content
@@ -58,6 +60,10 @@ class StoreWriter(Protocol):
     def remove_message(self, vhost: str, queue: str, message_id: int) -> None: ...
 
     def mark_delivered(self, vhost: str, queue: str, message_id: int) -> None: ...
+
+    def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
+        """Stored bodies, for messages whose body is not in memory (gateway.broker.paging)."""
+        ...
 
     def ticket(self) -> int: ...
 

@@ -12,6 +12,7 @@ from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.outbox import ReturnTo
+from gateway.broker.paging import page_out
 from gateway.broker.queue import Queue
 from gateway.names import STANDARD_EXCHANGES
 from gateway.routing.bindings import freeze
@@ -69,17 +70,26 @@ class VHost:
             if queue is None:
                 return 0, None, False
             if queue.publish(message):
-                return 1, None, message.persistent and queue.store is not None
+                store = queue.store if message.persistent else None
+                if store is not None and queue.ready_bytes > broker.queue_memory_budget:
+                    page_out(message, store)
+                return 1, None, store is not None
             return 1, queue, False
         queues = route(exchange, message)
         refused: Queue | None = None
         stored = False
+        over_budget = True
         for queue in queues:
             if queue.publish(message):
                 if message.persistent and queue.store is not None:
                     stored = True
+                    over_budget = over_budget and queue.ready_bytes > broker.queue_memory_budget
+                else:
+                    over_budget = False
             else:
                 refused = queue
+        if stored and over_budget and broker.store is not None:
+            page_out(message, broker.store)
         if message.persistent and not stored and exchange.federation is not None:
             # Federation may store copies of its own (dynamic routing's durable bridge queues,
             # written during `route`): the confirm then waits for the batch holding them.

@@ -294,6 +294,11 @@ class Store:
         self._closed = False
         #: Opened on the first read of a paged body (read_bodies).
         self._reader: sqlite3.Connection | None = None
+        #: The batch a commit is writing, whose bodies the reader cannot see yet.
+        self._writing: _Batch | None = None
+        #: Bodies of messages whose write failed (a full disk), which stay in memory as if
+        #: transient: kept here for paged readers until the node restarts.
+        self._unwritten: dict[int, bytes] = {}
 
     @classmethod
     def open(cls, data_dir: Path) -> Store:
@@ -463,6 +468,7 @@ class Store:
         """
         async with self._committing:
             batch, self._batch = self._batch, _Batch()
+            self._writing = batch
             ticket = self._ticket
             self._ticket += 1
             backlog = self._backlog
@@ -472,6 +478,9 @@ class Store:
                 try:
                     await trio.to_thread.run_sync(self._write, batch, list(removed))
                 except Exception as exc:
+                    self._writing = None
+                    # Their messages live on in memory: a queue may have paged one out already.
+                    self._unwritten.update((i, row[4]) for i, row in batch.contents.items())
                     self._batch.ops[:0] = batch.ops
                     self._batch.delivered |= batch.delivered
                     backlog.put_back(removed)
@@ -479,6 +488,7 @@ class Store:
                         ticket,
                         f"writing to the store {self.path} failed, so ticket {ticket} is not durable: {exc}",
                     ) from exc
+            self._writing = None
             self.settled = backlog.settled(ticket)
             return ticket
 
@@ -512,14 +522,32 @@ class Store:
         self.reusable_bytes = self._free_pages()
 
     def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
-        """Stored bodies by message id, for gateway.broker.paging; on the model's thread, through
-        a read-only connection of its own (WAL: it reads the last commit, never waits for one)."""
+        """Stored bodies by message id, for gateway.broker.paging; on the model's thread, from
+        the batches not written yet, else through a read-only connection of its own (WAL: it
+        reads the last commit, never waits for one)."""
+        found: dict[int, bytes] = {}
+        missing = []
+        unwritten = self._unwritten
+        for message_id in message_ids:
+            for batch in (self._batch, self._writing):
+                row = None if batch is None else batch.contents.get(message_id)
+                if row is not None:
+                    found[message_id] = row[4]
+                    break
+            else:
+                if message_id in unwritten:
+                    found[message_id] = unwritten[message_id]
+                else:
+                    missing.append(message_id)
+        if not missing:
+            return found
         reader = self._reader
         if reader is None:
             reader = self._reader = sqlite3.connect(
                 f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
             )
-        return dict(_READ_BODIES.select(reader, [(message_id,) for message_id in message_ids]))
+        found.update(_READ_BODIES.select(reader, [(message_id,) for message_id in missing]))
+        return found
 
     def _free_pages(self) -> int:
         (pages,) = self._db.execute(_FREE_PAGES).fetchone()

@@ -68,3 +68,31 @@ async def test_a_restarted_store_hands_over_properties_and_sizes_not_bodies(tmp_
         # messages beyond it are still in the store.
         assert sum(isinstance(c, PagedContent) and c.in_memory for c in contents) < PAGE_AHEAD_COUNT
         assert not contents[-1].in_memory
+
+
+async def test_persistent_messages_beyond_a_durable_queues_budget_keep_only_their_properties(
+    tmp_path: Path,
+) -> None:
+    with Store.open(tmp_path) as store:
+        broker = Broker(store=store)
+        broker.queue_memory_budget = 10_000
+        publisher = Client(broker)
+        publisher.declare("q", durable=True)
+        publisher.declare("transient-home")  # not durable: its messages stay in memory
+        publisher.call(commands.Queue.Bind(queue="q", exchange="amq.fanout"))
+        publisher.call(commands.Queue.Bind(queue="transient-home", exchange="amq.fanout"))
+        for n in range(30):
+            publisher.publish("", "q", b"%04d" % n + b"x" * 996, delivery_mode=2)
+        for n in range(30, 40):  # also reach a non-durable queue: never paged
+            publisher.publish("amq.fanout", "", b"%04d" % n + b"x" * 996, delivery_mode=2)
+        queue = broker.vhosts["/"].queues["q"]
+        paged = [isinstance(e.message.content, PagedContent) for e in queue.ready]
+        assert paged == [False] * 10 + [True] * 20 + [False] * 10
+        assert not queue.ready[10].message.content.in_memory
+        # Before the commit the body comes from the store's batch, after it from the disk.
+        assert queue.ready[10].message.content.body[:4] == b"0010"
+        await store.commit()
+        assert queue.ready[11].message.content.body[:4] == b"0011"
+        consumer = Client(broker)
+        consumer.consume("q", "c", no_ack=True)
+        assert [body[:4] for body in consumer.bodies()] == [b"%04d" % n for n in range(40)]

@@ -1,9 +1,10 @@
-"""A node restarts with more stored messages than its memory and delivers them all: start-up
-reads each stored message's properties and size, and bodies come back from the store in
-batches ahead of the consumer (gateway.broker.paging).
+"""Message bodies in the store instead of memory (gateway.broker.paging), with node processes:
+a backlog of persistent messages piles up without the node's memory following it, and a node
+restarts with more stored messages than its memory and delivers them all, bodies read back in
+batches ahead of the consumer.
 
-Before, start-up read every body: under the same `prlimit --as` cap the node failed to start
-(MemoryError while loading the store)."""
+Before, every body stayed in memory: 384 MiB of messages took the node over 400 MiB, and under
+the restart test's `prlimit --as` cap the node failed to start (MemoryError loading the store)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,20 @@ import pika
 import pytest
 
 from tests.integration.test_memory_alarm import resident
-from tests.nodes import start_node
+from tests.nodes import NodeProcess, start_node
 
 MiB = 2**20
 #: The node's address-space cap (prlimit --as): Python, Trio and the node take about 55 MiB of
 #: it before any message, and the store's worker threads their stacks.
 CAP = 128 * MiB
 STORED = 3 * CAP // MiB  # messages of 1 MiB: three times the cap
+
+
+def peak_resident(node: NodeProcess) -> int:
+    for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
 
 
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
