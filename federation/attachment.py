@@ -53,7 +53,7 @@ from federation.routes import (
 from gateway.broker.exchange import Exchange
 from gateway.broker.hold import Hold
 from gateway.broker.message import Message
-from gateway.broker.outbox import Delivery
+from gateway.broker.outbox import Delivery, ReturnTo
 from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.federation_config import cannot_federate
@@ -192,6 +192,9 @@ class Attachment:
         if found:
             # Routed here, so a mandatory publish is satisfied: the parent must not return it.
             message.return_to = None
+        elif message.return_to is not None:
+            # Only the parent can tell whether it is routable: its Return must precede our ack.
+            self.vhost.broker.await_verdict(message.return_to)
         outbox = self.outbox()
         self._hold_if_full(outbox, message.origin)
         return found | {outbox} if decision.route_locally else {outbox}
@@ -291,6 +294,8 @@ class _ReturningForwarder(Forwarder):
         self._attachment = attachment
         self._node = attachment.node.name
         self._returns = PendingReturns(trio.current_time)
+        #: Our publish seq -> the mandatory publish whose confirm waits for the parent's verdict.
+        self._verdicts: dict[int, ReturnTo] = {}
         channel.on_return = self._returned
 
     def _publish(self, delivery: Delivery) -> int:
@@ -301,7 +306,16 @@ class _ReturningForwarder(Forwarder):
         mandatory = delivery.return_to is not None
         seq = self._channel.publish(self._exchange, delivery.routing_key, content, mandatory=mandatory)
         assert seq is not None, "the channel is in confirm mode"
+        if delivery.return_to is not None:
+            self._verdicts[seq] = delivery.return_to
         return seq
+
+    def _confirmed(self, seq: int) -> None:
+        """The parent confirmed it, after any Return (the order a broker sends them in): a
+        mandatory publish waiting for its verdict is confirmed to its publisher now."""
+        return_to = self._verdicts.pop(seq, None)
+        if return_to is not None:
+            self._attachment.vhost.broker.release_verdict(return_to)
 
     def _returned(self, event: MessageReturned) -> None:
         return_id, content = take_return_id(event.content, self._node)

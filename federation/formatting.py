@@ -365,9 +365,11 @@ def queue_table(queues: Sequence[Record]) -> list[str]:
     ]
     for queue in queues:
         flow = "-" if queue.get("capacity") is None else "OVERFULL" if queue.get("overfull") else "ok"
+        # qpid has no queue types: a quorum queue is marked after its name.
+        kind = "" if queue.get("type", "classic") == "classic" else f"  ({queue['type']})"
         lines.append(
             f"  {yes_no(queue['durable'])}        {yes_no(queue['auto_delete'])}      "
             f"{yes_no(queue['exclusive'])}     {queue['bindings']:>5}     {queue['messages']:>8}"
-            f"  {queue.get('bytes', 0):>10}  {flow:<8}  {queue['name']}"
+            f"  {queue.get('bytes', 0):>10}  {flow:<8}  {queue['name']}{kind}"
         )
     return lines

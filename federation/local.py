@@ -135,6 +135,7 @@ class LocalSink(_InternalOutbox):
             self._session.handle_publish(CHANNEL, exchange, routing_key, False, False, content)
         except AMQPError as error:
             raise self._refused(error) from None
+        self._session.flush_confirms()  # a route's publish is a batch of its own
         self._want_commit()
         self._published += 1
         return self._published

@@ -6,8 +6,9 @@ exactly, where matching by routing key and body cannot when two publishers send 
 message. Each level adds its entry on the way up and takes it out on the way down, so the
 original publisher gets its message back as it sent it.
 
-A parent that is itself a child confirms a forwarded publish as soon as it holds it, and its
-own parent's Return comes later: so the confirm does not end the wait. A publish stays
+A parent that is itself a child holds its confirm of a forwarded publish until its own
+parent's verdict, but only for VERDICT_TIMEOUT (gateway.broker.confirms): a Return may come
+later still, so the confirm does not end the wait. A publish stays
 claimable for RETURN_WINDOW seconds after it was sent; a later Return is logged and dropped.
 """
 
@@ -17,6 +18,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 
+from gateway.broker.outbox import ReturnTo
 from gateway.wire import Content
 from gateway.wire.events import MessageReturned
 
@@ -25,9 +27,6 @@ RETURN_HEADER = "x-gateway-return"
 RETURN_WINDOW = 60.0
 #: Publishes kept at most; beyond, the oldest are forgotten.
 MAX_PENDING = 100_000
-
-#: Where a Return goes: (session id, channel number) of the original publisher.
-ReturnTo = tuple[int, int]
 
 
 def with_return_id(content: Content, node: str, return_id: int) -> Content:

@@ -229,6 +229,7 @@ class Forwarder:
                     self._acknowledge(last_tag, unacked)
                 raise DestinationRefused(len(pending)) from None
             pending.popleft()
+            self._confirmed(seq)
             stats.messages += 1
             stats.bytes += size
             stats.last_transfer = time.time()
@@ -241,6 +242,10 @@ class Forwarder:
     def _acknowledge(self, tag: int, count: int) -> None:
         self._source.ack(tag, multiple=True)
         self._stats.in_flight -= count
+
+    def _confirmed(self, seq: int) -> None:
+        """The sink confirmed publish `seq` (a forwarder that holds its publishers' confirms
+        for the parent's verdict releases them here)."""
 
 
 async def run_beside(main: Callable[[], Awaitable[None]], *helpers: Callable[[], Awaitable[None]]) -> None:

@@ -18,6 +18,7 @@ from pamqp import base, commands
 
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
+from gateway.broker.names import describe
 from gateway.broker.outbox import NullOutbox
 from gateway.names import DEFAULT_VHOST
 from gateway.wire.errors import REPLY_NAMES, AMQPError
@@ -103,6 +104,7 @@ class Management:
                 "durable": queue.durable,
                 "auto_delete": queue.auto_delete,
                 "exclusive": queue.owner is not None,
+                "type": queue.options.queue_type,
                 "messages": len(queue.ready),
                 "bytes": queue.ready_bytes,
                 "capacity": queue.options.capacity,
@@ -219,6 +221,12 @@ class Management:
         arguments: dict[str, Any] | None = None,
         vhost: str = DEFAULT_VHOST,
     ) -> None:
+        """Queue.Unbind, which is idempotent on the wire (RabbitMQ's rule); an operator naming
+        a queue or exchange that does not exist is told so (NOT_FOUND), as before."""
+        host = self._vhost(vhost)
+        for kind, name, existing in (("queue", queue, host.queues), ("exchange", exchange, host.exchanges)):
+            if name not in existing:
+                raise ManagementError("NOT_FOUND", f"no {describe(kind, name, vhost)}")
         self._run(
             vhost,
             _method(

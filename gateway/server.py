@@ -41,7 +41,7 @@ from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
 from gateway.security import AuthenticationFailed, Logins
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection, server_properties
-from gateway.wire.errors import AMQPError, connection_forced, internal_error, not_allowed
+from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
 
 LOGGER = logging.getLogger("gateway.server")
 
@@ -57,8 +57,6 @@ RESUME_SLICE = 128 * 1024
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 3.0
 ACCEPT_RETRY_SLEEP = 0.1
-
-_CONNECTION_OPEN_IDS = divmod(commands.Connection.Open.index, 0x10000)
 
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
@@ -154,6 +152,21 @@ def _describe(event: Any) -> str:
     return "Basic.Publish" if isinstance(event, events.MessageReceived) else type(event).__name__
 
 
+#: The method behind each event that carries no method object of its own.
+_EVENT_METHODS: dict[type, type] = {
+    events.MessageReceived: commands.Basic.Publish,
+    events.VhostRequested: commands.Connection.Open,
+    events.ChannelOpened: commands.Channel.Open,
+    events.ChannelCloseRequested: commands.Channel.Close,
+}
+
+
+def _cause(event: Any) -> Any:
+    """The method (object or class) whose handling an event stands for, for error ids."""
+    method = getattr(event, "method", None)  # not `or`: a method without fields is falsy
+    return method if method is not None else _EVENT_METHODS.get(type(event))
+
+
 class ConnectionHandler:
     """One client connection over any byte stream; also the broker's Outbox for it.
 
@@ -188,6 +201,10 @@ class ConnectionHandler:
         #: The Close-Ok timer: its deadline is when we stop waiting (math.inf: not closing).
         self._close_scope = trio.CancelScope()
         self._done = False
+        #: The client sent Connection.Close: read on until it closes its side (_discard_input).
+        self._peer_closed = False
+        #: The handshake finished (Open-Ok sent): the session may be gone since, released.
+        self._opened = False
         self._nursery: trio.Nursery | None = None
         self._handshake_scope = trio.CancelScope()
 
@@ -228,6 +245,13 @@ class ConnectionHandler:
             self._close_within(CLOSE_TIMEOUT)
         self._wake()
 
+    def _close_connection(self, error: AMQPError) -> None:
+        """Our own Connection.Close (not the model's, which may not be called back): the model
+        gets back what the connection held at once, not after Close-Ok, so a client that
+        reconnects within milliseconds never finds its exclusive queues locked (405)."""
+        self.close_connection(error)
+        self.release()
+
     def _close_within(self, timeout: float) -> None:
         """Drop the stream if the peer has not closed it `timeout` seconds from now (or at the
         earlier deadline already set)."""
@@ -245,14 +269,17 @@ class ConnectionHandler:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def force_close(self, reason: str) -> None:
-        """Shutdown: a 320 to a client that finished its handshake; a plain drop otherwise."""
-        if self.session is not None:
-            self.close_connection(connection_forced(reason))
+        """Shutdown: a 320 to a client that finished its handshake (unless it is closing
+        already); a plain drop otherwise."""
+        if self._opened:
+            self._close_connection(connection_forced(reason))
         elif self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
     def release(self) -> None:
-        """The socket is gone: give the model back everything this connection held."""
+        """The connection is over for the model (the socket is gone, or a Connection.Close was
+        sent or received): give back everything it held at once, so that a client reconnecting
+        within milliseconds finds its exclusive queues free, whatever the Close-Ok does."""
         if self.session is not None:
             self.session.disconnect()
             self.session = None
@@ -272,10 +299,23 @@ class ConnectionHandler:
             await self._flush_and_stop(nursery)
 
     async def _flush_and_stop(self, nursery: trio.Nursery) -> None:
-        """Let the writer send what is queued (a Close, a Close-Ok), bounded, then stop."""
+        """Let the writer send what is queued (a Close, a Close-Ok), and after the client's
+        Close read on until it closes its side, both within CLOSE_TIMEOUT; then stop."""
         with trio.move_on_after(CLOSE_TIMEOUT):
             await self.pump.drain()
+            if self._peer_closed:
+                await self._discard_input()
         nursery.cancel_scope.cancel()
+
+    async def _discard_input(self) -> None:
+        """Read and drop what the client still sends after its Connection.Close (frames already
+        in flight) until its end of file. Closing a socket with unread bytes resets the
+        connection, and the client may then never see its Close-Ok; RabbitMQ reads on too."""
+        try:
+            while await self.stream.receive_some(RECEIVE_SIZE):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     def _wake(self) -> None:
         self.pump.wakeup.set()
@@ -318,7 +358,15 @@ class ConnectionHandler:
 
     async def _process_events(self) -> None:
         """Handle the buffered events, stopping early if a publish blocked this connection
-        (the rest wait in the wire buffer until it is unblocked)."""
+        (the rest wait in the wire buffer until it is unblocked); then send the publisher
+        confirms they made ready, coalesced."""
+        try:
+            await self._handle_events()
+        finally:
+            if self.session is not None:
+                self.session.flush_confirms()
+
+    async def _handle_events(self) -> None:
         next_event = self.wire.next_event
         while not self._done and self._blocked is None:
             event = next_event()
@@ -327,24 +375,27 @@ class ConnectionHandler:
             if type(event) is events.LoginRequested:
                 await self._login(event)
                 continue
+            if type(event) is events.SecretUpdateRequested:
+                await self._update_secret(event)
+                continue
             handler = _DISPATCH.get(type(event))
             if handler is None:
                 continue
             try:
                 handler(self, event)
             except AMQPError as error:
-                self._scope_error(getattr(event, "channel", 0), error)
+                self._scope_error(getattr(event, "channel", 0), caused_by(error, _cause(event)))
             except Exception:
                 # A bug must cost this connection, never the node or anyone else's messages.
                 LOGGER.exception("%s: failed to handle %s", self.peer, _describe(event))
-                self.close_connection(
-                    internal_error(f"failed to handle {_describe(event)}; see the node's log")
+                self._close_connection(
+                    internal_error(f"failed to handle {_describe(event)}; see the node's log", _cause(event))
                 )
 
     def _scope_error(self, channel: int, error: AMQPError) -> None:
         LOGGER.info("%s: channel %d: %s", self.peer, channel, error.reply_text)
         if error.connection_level or channel == 0:
-            self.close_connection(error)
+            self._close_connection(error)
         else:
             self.close_channel(channel, error)
             if self.session is not None:
@@ -364,9 +415,24 @@ class ConnectionHandler:
                 self.wire.refuse_login(failure.reply_text)
                 self._close_within(CLOSE_TIMEOUT)
             else:
-                self.close_connection(AMQPError(failure.reply_code, failure.reply_text))
+                self._close_connection(AMQPError(failure.reply_code, failure.reply_text))
         else:
             self.wire.accept_login(self.user.name)
+        self._wake()
+
+    async def _update_secret(self, event: events.SecretUpdateRequested) -> None:
+        """Connection.Update-Secret: the new secret must be the user's password in the users
+        file now (a rotated password), or RabbitMQ's 530 closes the connection."""
+        try:
+            self.user = await self.node.logins.check_secret(self.user.name, event.new_secret, self.peer_host)
+        except AuthenticationFailed as failure:
+            LOGGER.warning("%s: secret update refused: %s", self.peer, failure.reason)
+            self._close_connection(
+                not_allowed("New secret was refused by one of the backends", commands.Connection.UpdateSecret)
+            )
+        else:
+            LOGGER.info("%s: secret updated for user %r (%s)", self.peer, self.user.name, event.reason)
+            self.wire.accept_secret()
         self._wake()
 
     def _on_open(self, event: events.VhostRequested) -> None:
@@ -376,11 +442,9 @@ class ConnectionHandler:
                 commands.Connection.Open,
             )
         self.client_capabilities = self.wire.client_capabilities
-        try:
-            self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
-        except AMQPError as error:
-            raise AMQPError(error.reply_code, error.reply_text, *_CONNECTION_OPEN_IDS) from None
+        self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
         self.wire.accept_open()
+        self._opened = True
         negotiated = self.wire.negotiated
         if negotiated is not None and negotiated.heartbeat and self._nursery is not None:
             self._nursery.start_soon(self._heartbeats, negotiated.heartbeat)
@@ -409,6 +473,7 @@ class ConnectionHandler:
         LOGGER.warning("%s: protocol error: %s", self.peer, error.reply_text)
         if error.connection_level:
             self._close_within(CLOSE_TIMEOUT)
+            self.release()
         elif self.session is not None and event.channel:
             self.session.close_channel(event.channel)
 
@@ -417,6 +482,7 @@ class ConnectionHandler:
         # Like RabbitMQ, drop exclusive queues before the Close-Ok reaches the client, so a
         # client that reconnects at once never finds its old queue still locked.
         self.release()
+        self._peer_closed = True
         self._done = True
 
     def _on_closed(self, event: events.ConnectionClosed) -> None:

@@ -40,7 +40,16 @@ QUEUE_EQUIVALENCE_KEYS = (
     "qpid.max_count",
     "qpid.max_size",
     "qpid.policy_type",
+    "x-delivery-limit",
 )
+
+#: What a missing queue argument means when redeclares are compared: no x-queue-type is a
+#: classic queue, so declaring one with `x-queue-type: classic` and the other without agree.
+QUEUE_ARGUMENT_DEFAULTS: dict[str, Any] = {"x-queue-type": "classic"}
+
+#: The queue types a node serves. A quorum queue is a durable classic queue here (no
+#: replication) with quorum's argument rules; streams have no equivalent.
+QUEUE_TYPES = ("classic", "quorum")
 
 EXCHANGE_EQUIVALENCE_KEYS = ("alternate-exchange",)
 
@@ -64,6 +73,9 @@ class QueueOptions:
     #: queue holds its publishers, and under which it releases them; None: no flow control.
     capacity: int | None = None
     flow_resume_capacity: int | None = None
+    queue_type: str = "classic"
+    #: quorum only: a message returned more often than this is dead-lettered (or dropped).
+    delivery_limit: int | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -164,17 +176,52 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str, durable: 
             elif resume > capacity:
                 raise ValueError(f"{{greater_than_capacity,{resume}}}")
             parsed.update(capacity=capacity, flow_resume_capacity=resume)
-        # Accepting another type and ignoring it would mislead: say plainly what the node lacks.
         name = "x-queue-type"
         if name in arguments:
-            queue_type = _string(arguments[name])
-            if queue_type != "classic":
-                raise ValueError(
-                    f"{{unsupported_queue_type,{queue_type}}}: only classic queues are supported"
-                )
+            parsed["queue_type"] = _queue_type(arguments[name])
+        if parsed.get("queue_type") == "quorum":
+            # Quorum's rules: x-delivery-limit, no priorities, no reject-publish-dlx.
+            name = "x-delivery-limit"
+            if name in arguments:
+                parsed["delivery_limit"] = _integer(arguments[name], 0)
+            name = "x-max-priority"
+            if name in arguments:
+                raise ValueError("quorum queues have no priorities")
+            name = "x-overflow"
+            if parsed.get("overflow") == "reject-publish-dlx":
+                raise ValueError("quorum queues support x-overflow drop-head and reject-publish only")
     except ValueError as exc:
         raise precondition_failed(f"invalid arg '{name}' for {description}: {exc}") from None
     return QueueOptions(**parsed)
+
+
+def _queue_type(value: Any) -> str:
+    """Accepting another type and ignoring it would mislead: say plainly what the node lacks."""
+    queue_type = _string(value)
+    if queue_type == "stream":
+        raise ValueError("{unsupported_queue_type,stream}: streams are not supported")
+    if queue_type not in QUEUE_TYPES:
+        raise ValueError(
+            f"{{unsupported_queue_type,{queue_type}}}: only classic and quorum queues are supported"
+        )
+    return queue_type
+
+
+def check_queue_type(
+    options: QueueOptions, durable: bool, exclusive: bool, auto_delete: bool, description: str
+) -> None:
+    """A quorum queue must be durable, not exclusive, not auto-delete: RabbitMQ's 406 texts."""
+    if options.queue_type != "quorum":
+        return
+    for refused, name in (
+        (not durable, "non-durable"),
+        (exclusive, "exclusive-owner"),
+        (auto_delete, "auto-delete"),
+    ):
+        if refused:
+            raise precondition_failed(
+                f"invalid property '{name}' for {description}: quorum queues are durable, not exclusive, not auto-delete"
+            )
 
 
 def check_exchange_arguments(arguments: dict[str, Any], description: str) -> None:
@@ -205,10 +252,17 @@ def inequivalent(name: str, description: str, received: Any, current: Any) -> AM
 
 
 def check_equivalent_arguments(
-    received: dict[str, Any], current: dict[str, Any], keys: tuple[str, ...], description: str
+    received: dict[str, Any],
+    current: dict[str, Any],
+    keys: tuple[str, ...],
+    description: str,
+    defaults: dict[str, Any] | None = None,
 ) -> None:
+    """406 for the first of `keys` whose value differs (a missing one counts as its value in
+    `defaults`, if any)."""
+    defaults = defaults or {}
     for key in keys:
-        new, old = received.get(key), current.get(key)
+        new, old = received.get(key, defaults.get(key)), current.get(key, defaults.get(key))
         if isinstance(new, bytes):
             new = new.decode("utf-8", "replace")
         if isinstance(old, bytes):

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gateway.broker.confirms import VERDICT_TIMEOUT
 from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
@@ -77,6 +78,9 @@ class Broker:
         self._next_session_id = 1
         self._confirm_waiters: set[Channel] = set()
         self._watched: set[Queue] = set()
+        #: (deadline, publish) of confirms held for a federation parent's verdict, oldest
+        #: first (one timeout for all, so deadlines come in order).
+        self._verdicts: deque[tuple[float, ReturnTo]] = deque()
         self._next_deadline: float | None = None
         self._ticking = False
         #: Model work split into steps, so that no step holds the event loop for long (the
@@ -127,12 +131,44 @@ class Broker:
     ) -> None:
         """Basic.Return a message published with mandatory that was found unroutable later (by
         a federation parent), if its publisher's channel is still open."""
-        session_id, channel = return_to
+        session_id, channel, _ = return_to
         session = self.sessions.get(session_id)
         if session is not None and channel in session.channels:
             session.outbox.send_return(
                 Return(channel, reply_code, reply_text, exchange, routing_key, content)
             )
+        self.release_verdict(return_to)
+
+    def await_verdict(self, return_to: ReturnTo) -> None:
+        """A federation forwarded this mandatory publish (routed nowhere here) to its parent:
+        hold its publisher confirm until `release_verdict` (the parent's Return or confirm)
+        or VERDICT_TIMEOUT, whichever comes first, so that a Return comes before the ack."""
+        channel = self._confirming(return_to)
+        if channel is None:
+            return
+        assert channel.confirms is not None
+        channel.confirms.hold(return_to[2])
+        deadline = self.clock() + VERDICT_TIMEOUT
+        self._verdicts.append((deadline, return_to))
+        self._deadline_at(deadline)
+
+    def release_verdict(self, return_to: ReturnTo) -> None:
+        """The parent returned or confirmed the publish (or it waited VERDICT_TIMEOUT): send
+        its confirm and what waited behind it."""
+        channel = self._confirming(return_to)
+        if channel is None:
+            return
+        assert channel.confirms is not None
+        channel.confirms.release(return_to[2], self.durable_ticket)
+        if channel.confirms.pending:
+            self.wait_for_durable(channel)
+
+    def _confirming(self, return_to: ReturnTo) -> Channel | None:
+        """The publisher's channel if it is still open and in confirm mode."""
+        session_id, number, seq = return_to
+        session = self.sessions.get(session_id)
+        channel = session.channels.get(number) if session is not None and seq else None
+        return channel if channel is not None and channel.confirms is not None else None
 
     # -- durability -------------------------------------------------------------------------
 
@@ -242,7 +278,12 @@ class Broker:
     def watch(self, queue: Queue, deadline: float | None) -> None:
         """A queue has (or may get) a deadline: tick() will visit it."""
         self._watched.add(queue)
-        if deadline is not None and (self._next_deadline is None or deadline < self._next_deadline):
+        if deadline is not None:
+            self._deadline_at(deadline)
+
+    def _deadline_at(self, deadline: float) -> None:
+        """tick() has work at `deadline`: tell the node if that is earlier than it knew."""
+        if self._next_deadline is None or deadline < self._next_deadline:
             self._next_deadline = deadline
             if self.on_deadline is not None and not self._ticking:
                 self.on_deadline(deadline)
@@ -251,12 +292,18 @@ class Broker:
         self._watched.discard(queue)
 
     def tick(self) -> float | None:
-        """Expire message TTLs and unused x-expires queues; returns the next deadline (clock
-        time) at which tick() has work, or None if nothing is pending."""
+        """Expire message TTLs and unused x-expires queues, release confirms that waited
+        VERDICT_TIMEOUT for a parent's verdict; returns the next deadline (clock time) at
+        which tick() has work, or None if nothing is pending."""
         now = self.clock()
         earliest: float | None = None
         self._ticking = True
         self._next_deadline = None
+        verdicts = self._verdicts
+        while verdicts and verdicts[0][0] <= now:
+            self.release_verdict(verdicts.popleft()[1])
+        if verdicts:
+            earliest = verdicts[0][0]
         for queue in list(self._watched):
             if queue.deleted:
                 self._watched.discard(queue)

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.routing.graph import reach as walk
 from gateway.routing.matchers import Matcher, matcher_for
+from gateway.routing.sender_selected import BCC_HEADER, ENCODED_KEYS, extra_routing_keys
 from gateway.wire.content import Content
-from gateway.wire.errors import syntax_error
+from gateway.wire.errors import precondition_failed, syntax_error
 
 if TYPE_CHECKING:
     from gateway.broker.message import Message
@@ -85,19 +86,22 @@ class ExchangeFederation(Protocol):
         ...
 
 
-def route(start: Exchange, message: Message) -> set[Queue]:
-    """The queues a message published to `start` reaches, each once.
+def route(start: Exchange, message: Message, extra_keys: tuple[str, ...] = ()) -> set[Queue]:
+    """The queues a message published to `start` reaches, each once, with its routing key and
+    `extra_keys` (its CC and BCC keys: `sender_selected`).
 
     A federated exchange also hands the message to its federation, which has the last word;
     only once local routing succeeded, so a message refused with 502 (see `reach`) has gone
     nowhere.
     """
-    found = reach(start, message.routing_key, message.content)
+    found = reach(start, message.routing_key, message.content, extra_keys)
     federation = start.federation
     return found if federation is None else federation.route(message, found)
 
 
-def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
+def reach(
+    start: Exchange, routing_key: str, content: Content, extra_keys: tuple[str, ...] = ()
+) -> set[Queue]:
     """The local queues a message published to `start` reaches, each once, without side
     effects (AMQPError 502 for a headers table a headers exchange cannot read).
 
@@ -105,8 +109,27 @@ def reach(start: Exchange, routing_key: str, content: Content) -> set[Queue]:
     at most once per message, so cycles in the graph terminate (gateway.routing.graph.reach,
     over the vhost's own exchanges and queues).
     """
-    found: set[Queue] = walk(start.vhost, start, routing_key, content, _headers)
+    found: set[Queue] = walk(start.vhost, start, routing_key, content, _headers, extra_keys)
     return found
+
+
+def sender_selected(content: Content) -> tuple[tuple[str, ...], Content]:
+    """A publish's extra routing keys from its CC and BCC headers, and the content to enqueue,
+    without BCC (RabbitMQ's sender-selected distribution). The raw table is searched for the
+    two keys first, so a message without them is never decoded for this.
+
+    Error handling: 406 for a CC or BCC header that is not an array (RabbitMQ's "invalid
+    message"), 502 for a headers table that cannot be read.
+    """
+    table = content.headers_table
+    if table is None or not any(key in table for key in ENCODED_KEYS):
+        return (), content
+    headers = _headers(content)
+    try:
+        keys = extra_routing_keys(headers)
+    except ValueError as exc:
+        raise precondition_failed(f"invalid message: {exc}") from None
+    return keys, content.without_header(BCC_HEADER)
 
 
 def _headers(content: Content) -> dict[str, Any] | None:

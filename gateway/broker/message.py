@@ -63,7 +63,7 @@ class Message:
 
 
 class Entry:
-    __slots__ = ("message", "queue", "seq", "redelivered", "expires_at", "consumer")
+    __slots__ = ("message", "queue", "seq", "redelivered", "expires_at", "consumer", "returns")
 
     def __init__(
         self, message: Message, queue: Queue, seq: int, redelivered: bool, expires_at: float | None
@@ -76,6 +76,9 @@ class Entry:
         self.expires_at = expires_at
         #: The consumer holding it unacked (None when ready, or fetched with basic.get).
         self.consumer: Consumer | None = None
+        #: How often it came back to the queue (rejected or nacked with requeue, or its
+        #: channel closed unacked), for a quorum queue's x-delivery-limit; not stored.
+        self.returns = 0
 
 
 def expiration_deadline(content: Content, now: float) -> float | None:

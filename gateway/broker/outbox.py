@@ -20,8 +20,9 @@ from typing import Any, NamedTuple, Protocol
 from gateway.wire.content import Content
 from gateway.wire.errors import AMQPError
 
-#: (session id, channel number) of a mandatory publish: where a Return for it goes.
-ReturnTo = tuple[int, int]
+#: (session id, channel number, publisher-confirm sequence number or 0) of a mandatory publish:
+#: where a Return for it goes, and which confirm waits for a federation parent's verdict.
+ReturnTo = tuple[int, int, int]
 
 
 class Delivery(NamedTuple):

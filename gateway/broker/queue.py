@@ -359,6 +359,10 @@ class Queue:
         back = list(entries)
         if self.deleted or not back:
             return
+        if self.options.delivery_limit is not None:
+            back = self._within_delivery_limit(back)
+            if not back:
+                return
         for entry in back:
             entry.redelivered = True
             entry.consumer = None
@@ -372,6 +376,20 @@ class Queue:
         if self.limited and self.options.overflow == "drop-head":
             self._drop_over_limit()
         self.dispatch()
+
+    def _within_delivery_limit(self, entries: list[Entry]) -> list[Entry]:
+        """Count a return of each entry; those returned more than x-delivery-limit times are
+        dead-lettered (reason delivery_limit) or dropped, as a quorum queue does. The rest."""
+        limit = self.options.delivery_limit
+        assert limit is not None
+        kept: list[Entry] = []
+        over: list[Entry] = []
+        for entry in entries:
+            entry.returns += 1
+            (over if entry.returns > limit else kept).append(entry)
+        if over:
+            self._discard(over, "delivery_limit")
+        return kept
 
     def _discard(self, entries: list[Entry], reason: str | None) -> None:
         """Remove entries from the store and dead-letter them for `reason` (None: just drop)."""

@@ -52,6 +52,7 @@ class Session:
         "exclusive_queues",
         "cancel_notify",
         "hold",
+        "_confirming",
     )
 
     def __init__(
@@ -76,6 +77,8 @@ class Session:
         #: What pauses this session's publishers (a full federation outbox, the disk alarm),
         #: if anything: see gateway.broker.hold.
         self.hold: Hold | None = None
+        #: Channels that settled publishes since the last flush_confirms.
+        self._confirming: set[Channel] = set()
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.user}@{getattr(self.outbox, 'peer', '?')}>"
@@ -166,7 +169,9 @@ class Session:
         every publish (management requests never get here). Each publish spends the memory
         budget; once it is spent, the memory alarm reads the node's memory again.
         """
-        return_to = (self.id, channel.number) if mandatory else None
+        confirms = channel.confirms
+        # The tag `_confirm` takes next: a federation parent's verdict on it may hold it.
+        return_to = (self.id, channel.number, confirms.next_seq if confirms else 0) if mandatory else None
         reached, refused, stored = self.vhost.publish(exchange, routing_key, content, self.id, return_to)
         broker = self.broker
         if stored and broker.disk_hold is not None:
@@ -199,12 +204,32 @@ class Session:
 
     def _confirm(self, channel: Channel, ticket: int, accepted: bool) -> None:
         """Settle the publish just handled on a channel in confirm mode (ack once `ticket` is
-        durable, or nack); a channel not in confirm mode has nothing to settle."""
+        durable, or nack) at the next flush_confirms; a channel not in confirm mode has
+        nothing to settle."""
         confirms = channel.confirms
         if confirms is not None:
-            broker = self.broker
-            if confirms.settle(confirms.take_tag(), ticket, accepted, broker.durable_ticket):
+            confirms.settle(confirms.take_tag(), ticket, accepted)
+            self._confirming.add(channel)
+
+    def flush_confirms(self) -> None:
+        """Send the confirms that are ready, a run of acks as one multiple ack: called at the
+        end of each batch of input, so that a burst of publishes is confirmed by one frame
+        (RabbitMQ coalesces likewise). Confirms still waiting for the store are sent by the
+        commit that makes them durable (Broker.on_durable)."""
+        confirming = self._confirming
+        if not confirming:
+            return
+        broker = self.broker
+        durable = broker.durable_ticket
+        channels = self.channels
+        for channel in confirming:
+            confirms = channel.confirms
+            if confirms is None or channels.get(channel.number) is not channel:
+                continue  # closed since (its number may even be open again)
+            confirms.flush(durable)
+            if confirms.pending:
                 broker.wait_for_durable(channel)
+        confirming.clear()
 
     def handle_ack(self, number: int, delivery_tag: int, multiple: bool) -> None:
         """Basic.Ack without building a method object (the hot path)."""

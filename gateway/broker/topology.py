@@ -8,9 +8,11 @@ from pamqp import commands
 
 from gateway.broker.arguments import (
     EXCHANGE_EQUIVALENCE_KEYS,
+    QUEUE_ARGUMENT_DEFAULTS,
     QUEUE_EQUIVALENCE_KEYS,
     check_equivalent_arguments,
     check_exchange_arguments,
+    check_queue_type,
     inequivalent,
 )
 from gateway.broker.exchange import Exchange
@@ -102,8 +104,14 @@ def exchange_bind(session: Session, channel: Channel, method: commands.Exchange.
 
 
 def exchange_unbind(session: Session, channel: Channel, method: commands.Exchange.Unbind) -> None:
-    source, destination = _exchanges_for_binding(session, method)
-    session.vhost.unbind(source, destination, method.routing_key, dict(method.arguments or {}))
+    """Idempotent as in RabbitMQ: a missing source or destination leaves nothing to unbind,
+    so cleanup code that runs after a delete still gets Unbind-Ok."""
+    _not_default(method.source, method)
+    _not_default(method.destination, method)
+    exchanges = session.vhost.exchanges
+    source, destination = exchanges.get(method.source), exchanges.get(method.destination)
+    if source is not None and destination is not None:
+        session.vhost.unbind(source, destination, method.routing_key, dict(method.arguments or {}))
     if not method.nowait:
         channel.send(commands.Exchange.UnbindOk())
 
@@ -139,6 +147,7 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
         existing = vhost.queues.get(name)
         if existing is None:
             options = vhost.queue_options(arguments, description, method.durable)
+            check_queue_type(options, method.durable, method.exclusive, method.auto_delete, description)
             owner = session if method.exclusive else None
             queue = vhost.create_queue(name, method.durable, owner, method.auto_delete, arguments, options)
         else:
@@ -150,7 +159,9 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
                 raise inequivalent("auto_delete", description, method.auto_delete, queue.auto_delete)
             if (queue.owner is not None) != method.exclusive:
                 raise session.locked(queue, method)
-            check_equivalent_arguments(arguments, queue.arguments, QUEUE_EQUIVALENCE_KEYS, description)
+            check_equivalent_arguments(
+                arguments, queue.arguments, QUEUE_EQUIVALENCE_KEYS, description, QUEUE_ARGUMENT_DEFAULTS
+            )
             queue.last_used = session.broker.clock()
     channel.last_queue = queue.name
     if not method.nowait:
@@ -181,8 +192,16 @@ def queue_bind(session: Session, channel: Channel, method: commands.Queue.Bind) 
 
 
 def queue_unbind(session: Session, channel: Channel, method: commands.Queue.Unbind) -> None:
-    queue, exchange = _queue_binding(session, channel, method)
-    session.vhost.unbind(exchange, queue, _binding_key(channel, method), dict(method.arguments or {}))
+    """Idempotent as in RabbitMQ: a missing queue or exchange leaves nothing to unbind (another
+    connection's exclusive queue is still 405)."""
+    _not_default(method.exchange, method)
+    vhost = session.vhost
+    queue = vhost.queues.get(session.queue_name(channel, method.queue, method))
+    exchange = vhost.exchanges.get(method.exchange)
+    if queue is not None:
+        session.check_exclusive(queue, method)
+        if exchange is not None:
+            vhost.unbind(exchange, queue, _binding_key(channel, method), dict(method.arguments or {}))
     channel.send(commands.Queue.UnbindOk())
 
 

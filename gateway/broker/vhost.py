@@ -9,7 +9,7 @@ from pamqp import commands
 
 from gateway.broker.arguments import QueueOptions, parse_queue_arguments
 from gateway.broker.deadletter import dead_letter_copy, would_cycle
-from gateway.broker.exchange import Exchange, route
+from gateway.broker.exchange import Exchange, route, sender_selected
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.outbox import ReturnTo
 from gateway.broker.paging import page_out
@@ -50,7 +50,9 @@ class VHost:
         return_to: ReturnTo | None = None,
     ) -> tuple[int, Queue | None, bool]:
         """Route a message and enqueue it: (queues reached, a queue that refused it (x-overflow
-        or qpid's reject policy) or None, written to store)."""
+        or qpid's reject policy) or None, written to store). Its CC and BCC headers add routing
+        keys; BCC is removed from what is enqueued."""
+        extra_keys, content = sender_selected(content)
         broker = self.broker
         expires_at = None if content.expiration is None else expiration_deadline(content, broker.clock())
         message_id = broker.next_message_id
@@ -65,7 +67,7 @@ class VHost:
             origin,
             return_to,
         )
-        if exchange.is_default:
+        if exchange.is_default and not extra_keys:
             queue = self.queues.get(routing_key)
             if queue is None:
                 return 0, None, False
@@ -75,7 +77,7 @@ class VHost:
                     page_out(message, store)
                 return 1, None, store is not None
             return 1, queue, False
-        queues = route(exchange, message)
+        queues = route(exchange, message, extra_keys)
         refused: Queue | None = None
         stored = False
         over_budget = True

@@ -13,7 +13,8 @@ mappings, binding arguments, and destinations that are any hashable value.
 - `predicate`: `binding_matches`, one binding against one message, for DataFrame joins;
 - `federation_types`: OpenAMQ's federation types and the forward / route-locally decision;
 - `interest`: dynamic routing's interest tables (path-vector, one path per origin);
-- `stamps`: the origin stamp dynamic routing puts in a forwarded message's headers.
+- `stamps`: the origin stamp dynamic routing puts in a forwarded message's headers;
+- `sender_selected`: the extra routing keys of RabbitMQ's CC and BCC headers.
 """
 
 from gateway.routing.bindings import Arguments as Arguments
@@ -41,6 +42,9 @@ from gateway.routing.matchers import EXCHANGE_TYPES as EXCHANGE_TYPES
 from gateway.routing.matchers import Matcher as Matcher
 from gateway.routing.matchers import matcher_for as matcher_for
 from gateway.routing.predicate import binding_matches as binding_matches
+from gateway.routing.sender_selected import BCC_HEADER as BCC_HEADER
+from gateway.routing.sender_selected import CC_HEADER as CC_HEADER
+from gateway.routing.sender_selected import extra_routing_keys as extra_routing_keys
 from gateway.routing.stamps import DEST_HEADER as DEST_HEADER
 from gateway.routing.stamps import TRACE_HEADER as TRACE_HEADER
 from gateway.routing.stamps import UNSTAMPED as UNSTAMPED

@@ -12,7 +12,8 @@ The rules, as RabbitMQ has them:
 - an exchange that matched nothing hands the message to its alternate exchange, if that exists;
 - a destination that is an exchange is entered in turn (an exchange-to-exchange binding);
 - each exchange is entered at most once per message, so cycles terminate, and each final
-  destination is reported once however many paths lead to it.
+  destination is reported once however many paths lead to it;
+- a message's CC and BCC headers add routing keys, matched at every exchange it enters.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from gateway.routing.bindings import Arguments
 from gateway.routing.matchers import Matcher, matcher_for
+from gateway.routing.sender_selected import extra_routing_keys
 
 #: The name of the default exchange, which routes by queue name.
 DEFAULT_EXCHANGE = ""
@@ -73,10 +75,19 @@ class Graph(Protocol[E_co]):
 
 
 def reach(
-    graph: Graph[E], start: E, routing_key: str, message: M, headers_of: Callable[[M], Headers]
+    graph: Graph[E],
+    start: E,
+    routing_key: str,
+    message: M,
+    headers_of: Callable[[M], Headers],
+    extra_keys: tuple[str, ...] = (),
 ) -> set[Any]:
     """The final destinations (not exchanges) a message published to `start` reaches, each once,
     as they were bound (the caller knows what it bound; typed Any so it needs no cast).
+
+    `extra_keys` are routing keys the message is routed with besides its own (CC and BCC, see
+    `sender_selected`): every exchange entered matches all of them, and hands the message to its
+    alternate exchange only if none matched.
 
     `headers_of(message)` is called only when a headers exchange is entered, so the broker
     decodes a message's headers table only for those (and its error, if it cannot, propagates);
@@ -99,6 +110,11 @@ def reach(
             destinations = exchange.matcher.match(
                 routing_key, headers_of(message) if exchange.uses_headers else None
             )
+        if extra_keys:
+            destinations = [
+                *destinations,
+                *_extra_destinations(graph, exchange, extra_keys, message, headers_of),
+            ]
         if not destinations and exchange.alternate is not None:
             alternate = graph.exchanges.get(exchange.alternate)
             destinations = (alternate,) if alternate is not None else ()
@@ -112,6 +128,17 @@ def reach(
             else:
                 found.add(destination)
     return found
+
+
+def _extra_destinations(
+    graph: Graph[E], exchange: E, keys: tuple[str, ...], message: M, headers_of: Callable[[M], Headers]
+) -> list[Any]:
+    """What one exchange matches for the extra routing keys (kept out of `reach`'s loop, which
+    runs per publish)."""
+    if exchange.is_default:
+        return [queue for key in keys if (queue := graph.queues.get(key)) is not None]
+    headers = headers_of(message) if exchange.uses_headers else None
+    return [destination for key in keys for destination in exchange.matcher.match(key, headers)]
 
 
 # -- the same walk over plain data -------------------------------------------------------------
@@ -173,11 +200,12 @@ class ExchangeGraph:
 
     def route(self, exchange: str, routing_key: str, headers: Headers = None) -> set[Any]:
         """The destinations a message published to `exchange` reaches, as they were bound (none
-        if it does not exist)."""
+        if it does not exist), its CC and BCC headers' keys included. ValueError for a CC or
+        BCC header that is not an array."""
         start = self.exchanges.get(exchange)
         if start is None:
             return set()
-        return reach(self, start, routing_key, headers, _as_given)
+        return reach(self, start, routing_key, headers, _as_given, extra_routing_keys(headers))
 
 
 def _as_given(headers: Headers) -> Headers:

@@ -95,6 +95,9 @@ from gateway.wire.events import (
     ProtocolHeaderRejected as ProtocolHeaderRejected,
 )
 from gateway.wire.events import (
+    SecretUpdateRequested as SecretUpdateRequested,
+)
+from gateway.wire.events import (
     VhostRequested as VhostRequested,
 )
 from gateway.wire.frames import make_method as make_method
@@ -133,6 +136,7 @@ __all__ = [
     "ProtocolErrorOccurred",
     "ProtocolHeaderRejected",
     "ServerConnection",
+    "SecretUpdateRequested",
     "VhostRequested",
     "make_method",
     "server_properties",

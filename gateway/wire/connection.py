@@ -63,6 +63,7 @@ from gateway.wire.events import (
     NeedData,
     ProtocolErrorOccurred,
     ProtocolHeaderRejected,
+    SecretUpdateRequested,
     VhostRequested,
 )
 from gateway.wire.states import (
@@ -91,6 +92,12 @@ _STATEFUL_CHANNEL_METHODS = frozenset(
         commands.Channel.CloseOk,
     }
 )
+
+
+def _longstr_bytes(value: str | bytes) -> bytes:
+    """A longstr exactly as sent: pamqp hands one over as str when it happens to be valid UTF-8
+    and as bytes otherwise; encoding the str back as UTF-8 restores the bytes."""
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 class LocalProtocolError(Exception):
@@ -239,7 +246,7 @@ class ServerConnection(FrameIO):
     Args:
         server_properties: Connection.Start's table; `server_properties()` if None.
         frame_max: the largest frame we accept and propose (at least 4096).
-        channel_max: the highest channel id we propose (1..65535).
+        channel_max: how many channels may be open at once, as proposed (1..65535).
         heartbeat: the heartbeat interval we propose, in seconds (0: none).
         mechanisms: SASL mechanisms announced and accepted.
         max_message_size: a larger declared body size closes the channel with 406, as
@@ -377,6 +384,9 @@ class ServerConnection(FrameIO):
             self._on_tune_ok(method)
         elif isinstance(method, commands.Connection.Open):
             event = VhostRequested(method.virtual_host)
+        elif isinstance(method, commands.Connection.UpdateSecret):
+            # pamqp types both optional; a decoded method has them, possibly empty.
+            event = SecretUpdateRequested(_longstr_bytes(method.new_secret or ""), method.reason or "")
         elif isinstance(method, commands.Connection.Close):
             self._queue(frames.encode_method(0, commands.Connection.CloseOk()))
             event = ConnectionCloseRequested(method.reply_code or 0, method.reply_text)
@@ -392,11 +402,7 @@ class ServerConnection(FrameIO):
         self.client_properties = method.client_properties or {}
         capabilities = self.client_properties.get("capabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
-        # pamqp hands a longstr over as str when it happens to be valid UTF-8 and as bytes
-        # otherwise; encoding the str back as UTF-8 restores exactly the bytes sent.
-        response = method.response
-        raw = response.encode() if isinstance(response, str) else bytes(response)
-        return LoginRequested(method.mechanism, raw, self.client_properties)
+        return LoginRequested(method.mechanism, _longstr_bytes(method.response), self.client_properties)
 
     def _on_tune_ok(self, method: commands.Connection.TuneOk) -> None:
         """Zero means "the server's value" for channel_max and frame_max. A client may only go
@@ -429,19 +435,39 @@ class ServerConnection(FrameIO):
 
     # ------------------------------------------------------------------ channels
 
-    def _channel(self, channel: int) -> _Channel | None:
-        """The channel's state if it exists; a connection-level 504 for an impossible id."""
+    def _channel(self, channel: int, index: int = 0) -> _Channel | None:
+        """The channel's state if it exists (any id 1-65535: channel_max limits how many are
+        open at once, as in RabbitMQ, not which ids they use). `index`: the method frame's, for
+        the ids of the error (0: a content frame)."""
         if self.state is not ConnectionState.OPEN:
-            raise _PeerError(channel_error(f"channel {channel} used before the connection is open"))
-        if channel > self._channel_max:
-            raise _PeerError(channel_error(f"channel {channel} is above channel_max {self._channel_max}"))
+            raise _PeerError(
+                channel_error(
+                    f"channel {channel} used before the connection is open", commands.INDEX_MAPPING.get(index)
+                )
+            )
         return self._channels.get(channel)
+
+    def _open_channel(self, channel: int, method: base.Frame) -> ChannelOpened:
+        """Channel.Open, unless channel_max channels are open already (closing ones count
+        until their Close-Ok): RabbitMQ's 530 and text."""
+        count = len(self._channels)
+        if count >= self._channel_max:
+            raise _PeerError(
+                not_allowed(
+                    f"number of channels opened ({count}) has reached the negotiated channel_max "
+                    f"({self._channel_max})",
+                    method,
+                )
+            )
+        self._channels[channel] = _Channel()
+        self._queue(frames.encode_method(channel, commands.Channel.OpenOk()))
+        return ChannelOpened(channel)
 
     def _on_channel_method(self, channel: int, payload: bytearray) -> NextEvent | None:
         if self.state is ConnectionState.CLOSING:
             return None
         index = frames.method_index(payload)
-        ch = self._channel(channel)
+        ch = self._channel(channel, index)
         state = ChannelState.CLOSED if ch is None else ch.state
         if index == frames.PUBLISH_INDEX and ch is not None and state is ChannelState.OPEN:
             # Fast path for CHANNEL_INCOMING[OPEN][Basic.Publish] -> AWAIT_HEADER.
@@ -456,9 +482,7 @@ class ServerConnection(FrameIO):
         if next_state is None:
             raise _PeerError(channel_refusal(channel, state, method), channel)
         if kind is commands.Channel.Open:
-            self._channels[channel] = _Channel()
-            self._queue(frames.encode_method(channel, commands.Channel.OpenOk()))
-            return ChannelOpened(channel)
+            return self._open_channel(channel, method)
         if kind is commands.Channel.Close:
             self._queue(frames.encode_method(channel, commands.Channel.CloseOk()))
             if next_state is ChannelState.CLOSING:  # crossed our own Close
@@ -612,6 +636,12 @@ class ServerConnection(FrameIO):
         if self._handshake_gone():
             return
         self._send_connection_method(commands.Connection.OpenOk())
+
+    def accept_secret(self) -> None:
+        """Answer SecretUpdateRequested: the new secret is good; queue Update-Secret-Ok."""
+        if self._handshake_gone():
+            return
+        self._send_connection_method(commands.Connection.UpdateSecretOk())
 
     def close_connection(self, error: AMQPError) -> None:
         """Queue Connection.Close; from now on only Close-Ok (or Close) is read.

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any, Final, Literal
 
-from pamqp import commands, decode
+from pamqp import commands, decode, encode
 
 from gateway.wire.tables import check_table
 
@@ -121,6 +121,15 @@ class Content:
             rest = data[offset:]
             flag_words = struct.pack(">H", struct.unpack_from(">H", data)[0] | _HEADERS) + data[2:start]
         return Content(flag_words + data[start:offset] + table + rest, self.body)
+
+    def without_header(self, name: str) -> Content:
+        """A copy whose headers table lacks `name` (re-encoded; every other property byte kept),
+        or this Content if its headers do not have it. ValueError for an unreadable table."""
+        headers = self.headers
+        if not headers or name not in headers:
+            return self
+        kept = {key: value for key, value in headers.items() if key != name}
+        return self.with_headers_table(encode.field_table(kept))
 
     @property
     def delivery_mode(self) -> int | None:

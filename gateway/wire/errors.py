@@ -66,6 +66,15 @@ def _ids(method: Any) -> tuple[int, int]:
     return index >> 16, index & 0xFFFF
 
 
+def caused_by(error: AMQPError, method: Any) -> AMQPError:
+    """`error` naming `method` (a pamqp method or its class) as the method that failed, unless
+    it names one already: whatever fails while a method is handled is that method's failure,
+    and clients show (and test) the class and method ids of the Close."""
+    if error.class_id or method is None:
+        return error
+    return AMQPError(error.reply_code, error.reply_text, *_ids(method))
+
+
 def error(reply_code: int, detail: str, method: Any = None) -> AMQPError:
     """Build an error whose text reads like RabbitMQ's: ``NAME - detail``."""
     class_id, method_id = _ids(method)

@@ -61,6 +61,15 @@ class LoginRequested(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SecretUpdateRequested(Event):
+    """Connection.Update-Secret (RabbitMQ's extension): the client's new password for its
+    user. Answer with `accept_secret()`, or refuse with `close_connection(error)`."""
+
+    new_secret: bytes
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class VhostRequested(Event):
     """Connection.Open: answer with `accept_open()` or `close_connection(error)`."""
 

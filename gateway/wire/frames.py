@@ -77,7 +77,10 @@ def peek_frame(buf: bytearray, pos: int, frame_max: int) -> tuple[int, int, int]
     buffered; `end` is the offset of its frame-end octet, so the payload is buf[pos + 7:end].
 
     Error handling: the frame header is checked before its payload is waited for, so a peer
-    cannot make us buffer more than frame_max bytes of one frame. Every error raised here is
+    cannot make us buffer more than frame_max bytes of one frame. frame_max counts the whole
+    frame (header and end octet too), but like RabbitMQ's reader (its FRAME_SIZE_FUDGE, for
+    the clients that get it wrong by up to 8 bytes) we refuse only a payload over frame_max;
+    what we send stays within frame_max - 8. Every error raised here is
     501 FRAME_ERROR and means framing is lost: nothing after it can be read.
     """
     if len(buf) - pos < 7:
@@ -85,8 +88,8 @@ def peek_frame(buf: bytearray, pos: int, frame_max: int) -> tuple[int, int, int]
     frame_type, channel, size = _unpack_frame_header(buf, pos)
     if frame_type not in _KNOWN_FRAME_TYPES:
         raise frame_error(f"unknown frame type {frame_type}")
-    if size > frame_max - FRAME_OVERHEAD:
-        raise frame_error(f"frame of {size} bytes on channel {channel} exceeds frame_max {frame_max} minus 8")
+    if size > frame_max:
+        raise frame_error(f"frame payload of {size} bytes on channel {channel} exceeds frame_max {frame_max}")
     end = pos + 7 + size
     if len(buf) <= end:
         return None
@@ -110,7 +113,7 @@ def take_frame(buf: bytearray, pos: int, frame_type: int, channel: int, frame_ma
     if (
         kind != frame_type
         or number != channel
-        or size > frame_max - FRAME_OVERHEAD
+        or size > frame_max
         or len(buf) <= end
         or buf[end] != FRAME_END
     ):

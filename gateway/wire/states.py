@@ -23,7 +23,6 @@ from gateway.wire.errors import (
     AMQPError,
     channel_error,
     command_invalid,
-    not_implemented,
     unexpected_frame,
 )
 
@@ -68,7 +67,7 @@ CONNECTION_INCOMING: dict[ConnectionState, dict[type, ConnectionState]] = {
     _C.AWAIT_TUNE_OK: {commands.Connection.TuneOk: _C.AWAIT_OPEN},
     _C.AWAIT_OPEN: {commands.Connection.Open: _C.AWAIT_VHOST},
     _C.AWAIT_VHOST: {},
-    _C.OPEN: {},
+    _C.OPEN: {commands.Connection.UpdateSecret: _C.OPEN},
     _C.CLOSING: {commands.Connection.CloseOk: _C.CLOSED},
 }
 # A client may give up at any point of the handshake or later: Close ends the connection
@@ -84,7 +83,7 @@ CONNECTION_OUTGOING: dict[ConnectionState, dict[type, ConnectionState]] = {
     _C.AWAIT_TUNE_OK: {},
     _C.AWAIT_OPEN: {},
     _C.AWAIT_VHOST: {commands.Connection.OpenOk: _C.OPEN},
-    _C.OPEN: {},
+    _C.OPEN: {commands.Connection.UpdateSecretOk: _C.OPEN},
 }
 for _state, _table in CONNECTION_OUTGOING.items():
     if _state is not _C.AWAIT_PROTOCOL_HEADER:  # nothing may precede Connection.Start
@@ -122,10 +121,6 @@ CLIENT_CHANNEL_METHODS: frozenset[type] = frozenset(
     }
 )
 
-#: Methods the spec defines but that we do not serve: 540 rather than 503, because a client
-#: may legitimately send them (RabbitMQ's OAuth secret refresh).
-NOT_IMPLEMENTED_METHODS: frozenset[type] = frozenset({commands.Connection.UpdateSecret})
-
 #: Frames accepted on a channel in each state, and the state each leads to. Two transitions
 #: depend on sizes and are made by the connection: a content header with body size 0, and the
 #: body frame that completes the declared size, lead back to OPEN.
@@ -152,7 +147,7 @@ SENDABLE_STATES: frozenset[ChannelState] = frozenset({_Ch.OPEN, _Ch.AWAIT_HEADER
 
 
 def _client_methods() -> frozenset[type]:
-    methods: set[type] = set(CLIENT_CHANNEL_METHODS) | set(NOT_IMPLEMENTED_METHODS)
+    methods: set[type] = set(CLIENT_CHANNEL_METHODS)
     tables: list[dict[type, Any]] = [*CONNECTION_INCOMING.values(), *CHANNEL_INCOMING.values()]
     for table in tables:
         methods.update(key for key in table if issubclass(key, base.Frame))
@@ -165,8 +160,8 @@ CLIENT_METHODS = _client_methods()
 
 # Which error a refused frame gets. Codes follow RabbitMQ where it answers at all, else the
 # spec: 503 for methods only servers send or methods out of sequence, 504 for channels that are
-# not open (and channel 0 used for anything but the connection), 505 for content out of order,
-# 540 for methods we do not serve.
+# not open (and channel 0 used for anything but the connection), 505 for content out of order.
+# (540 for methods we do not know is the decoder's: frames.decode_method.)
 
 
 def _class_id(method: base.Frame) -> int:
@@ -178,8 +173,6 @@ def connection_refusal(state: ConnectionState, method: base.Frame) -> AMQPError:
     kind = type(method)
     if kind not in CLIENT_METHODS:
         return command_invalid(f"{method.name} is sent by servers only", method)
-    if kind in NOT_IMPLEMENTED_METHODS:
-        return not_implemented(f"{method.name} is not supported", method)
     if _class_id(method) != commands.Connection.frame_id:
         return channel_error(f"{method.name} on channel 0, which carries only connection methods", method)
     return command_invalid(f"{method.name} is not expected in connection state {state.value.lower()}", method)
@@ -195,8 +188,6 @@ def channel_refusal(channel: int, state: ChannelState, method: base.Frame) -> AM
         return channel_error(f"{name} on channel {channel}, which is not open", method)
     if kind not in CLIENT_METHODS:
         return command_invalid(f"{name} is sent by servers only", method)
-    if kind in NOT_IMPLEMENTED_METHODS:
-        return not_implemented(f"{name} is not supported", method)
     if kind is commands.Channel.Open:
         return channel_error(f"channel {channel} is already open", method)
     if state is _Ch.AWAIT_HEADER:

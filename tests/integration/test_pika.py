@@ -721,9 +721,14 @@ def test_priority_queue_and_queue_types(connection, channel) -> None:
     for body, priority in ((b"low", 1), (b"none", None), (b"high", 9), (b"over", 200), (b"low2", 1)):
         channel.basic_publish("", queue, body, pika.BasicProperties(priority=priority))
     assert [b for _, _, b in get_all(channel, queue)] == [b"over", b"high", b"low", b"low2", b"none"]
-    channel.queue_declare(unique("classic"), arguments={"x-queue-type": "classic"})
+    classic = unique("classic")
+    channel.queue_declare(classic, arguments={"x-queue-type": "classic"})
+    channel.queue_declare(classic)  # no type is classic
+    quorum = unique("quorum")
+    channel.queue_declare(quorum, durable=True, arguments={"x-queue-type": "quorum"})
+    channel.queue_delete(quorum)
     other = connection.channel()
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as closed:
-        other.queue_declare(unique("quorum"), durable=True, arguments={"x-queue-type": "quorum"})
+        other.queue_declare(unique("stream"), durable=True, arguments={"x-queue-type": "stream"})
     assert closed.value.reply_code == 406
-    assert "only classic queues are supported" in closed.value.reply_text
+    assert closed.value.reply_text.endswith("{unsupported_queue_type,stream}: streams are not supported")

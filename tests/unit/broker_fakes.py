@@ -21,7 +21,7 @@ class Delivery:
     exchange: str
     routing_key: str
     content: Content
-    return_to: tuple[int, int] | None
+    return_to: tuple[int, int, int] | None
 
     @property
     def body(self) -> bytes:
@@ -180,6 +180,7 @@ class Client:
     def call(self, method: Any, channel: int | None = None) -> Any:
         """Run a method; return the reply method sent for it (if any, the last one)."""
         self.session.handle_method(self.ch if channel is None else channel, method)
+        self.session.flush_confirms()  # each call is a read of its own, as the server sees it
         replies = self.outbox.methods()
         return replies[-1] if replies else None
 
@@ -202,6 +203,7 @@ class Client:
         self, exchange: str, key: str, body: bytes = b"m", mandatory: bool = False, **properties: Any
     ) -> None:
         self.session.handle_publish(self.ch, exchange, key, mandatory, False, content(body, **properties))
+        self.session.flush_confirms()
 
     def get(self, queue: str = "q", no_ack: bool = False) -> Any:
         self.session.handle_method(self.ch, commands.Basic.Get(queue=queue, no_ack=no_ack))

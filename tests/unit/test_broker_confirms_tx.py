@@ -5,7 +5,7 @@ from gateway.broker import Broker
 from gateway.broker.hold import Hold
 from gateway.wire.errors import AMQPError
 
-from .broker_fakes import Client, FakeStore, Returned, undecodable_headers
+from .broker_fakes import Client, FakeStore, Returned, content, undecodable_headers
 
 
 def error(c, method):
@@ -36,6 +36,19 @@ def test_transient_messages_are_confirmed_at_once_counting_from_one():
     c.publish("", "q", delivery_mode=2)
     c.publish("", "nowhere")
     assert confirms(c) == [("Ack", 1, False), ("Ack", 2, False), ("Ack", 3, False)]
+
+
+def test_publishes_of_one_batch_get_one_multiple_ack_and_a_nack_splits_the_run():
+    """What one read of the server brings (flushed once at its end) is confirmed together,
+    transient and unroutable publishes included, as RabbitMQ coalesces confirms."""
+    c = confirming(Broker())
+    c.declare("q", arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    c.outbox.take()
+    for key in ("nowhere", "nowhere", "q", "q", "nowhere", "nowhere"):  # the second "q" is refused
+        c.session.handle_publish(c.ch, "", key, False, False, content(b"m"))
+    assert confirms(c) == []
+    c.session.flush_confirms()
+    assert confirms(c) == [("Ack", 3, True), ("Nack", 4, False), ("Ack", 6, True)]
 
 
 def test_confirm_select_nowait():

@@ -529,12 +529,12 @@ def test_undecodable_headers_are_dead_lettered_unchanged_on_expiry_and_reject():
 @pytest.mark.parametrize(
     ("value", "detail"),
     [
-        ("quorum", "{unsupported_queue_type,quorum}: only classic queues are supported"),
-        (b"stream", "{unsupported_queue_type,stream}: only classic queues are supported"),
+        ("lake", "{unsupported_queue_type,lake}: only classic and quorum queues are supported"),
+        (b"stream", "{unsupported_queue_type,stream}: streams are not supported"),
         (1, "{unacceptable_type,long}"),
     ],
 )
-def test_only_classic_queues_are_supported(value, detail):
+def test_only_classic_and_quorum_queues_are_supported(value, detail):
     c = Client(Broker())
     with pytest.raises(AMQPError) as raised:
         c.declare("q", arguments={"x-queue-type": value})
@@ -645,3 +645,73 @@ def test_rejected_undecodable_message_may_come_back_to_its_own_queue():
         assert got.content.header == undecodable_headers().header
         c.call(commands.Basic.Reject(got.delivery_tag, requeue=False))
     assert len(c.session.vhost.queues["q"].ready) == 1
+
+
+def test_classic_queue_type_is_equivalent_to_none_on_redeclare():
+    c = Client(Broker())
+    c.declare("plain")
+    assert c.declare("plain", arguments={"x-queue-type": "classic"}).queue == "plain"
+    c.declare("typed", arguments={"x-queue-type": b"classic"})
+    assert c.declare("typed").queue == "typed"
+    e = error(c, commands.Queue.Declare(queue="typed", durable=True, arguments={"x-queue-type": "quorum"}))
+    assert e.reply_code == 406
+
+
+def test_quorum_queue_is_a_durable_queue_with_quorum_rules():
+    c = Client(Broker())
+    quorum = {"x-queue-type": "quorum"}
+    assert c.declare("qq", durable=True, arguments=quorum).queue == "qq"
+    e = error(c, commands.Queue.Declare(queue="qq", durable=True))
+    assert e.reply_text == (
+        "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'qq' in vhost '/': "
+        "received the value 'classic' of type 'longstr' but current is the value 'quorum' of type 'longstr'"
+    )
+    for flags, name in (
+        ({"durable": False}, "non-durable"),
+        ({"durable": True, "exclusive": True}, "exclusive-owner"),
+        ({"durable": True, "auto_delete": True}, "auto-delete"),
+    ):
+        e = error(Client(c.broker), commands.Queue.Declare(queue="other", arguments=quorum, **flags))
+        assert (e.reply_code, e.reply_text) == (
+            406,
+            f"PRECONDITION_FAILED - invalid property '{name}' for queue 'other' in vhost '/': "
+            "quorum queues are durable, not exclusive, not auto-delete",
+        )
+    for arguments, detail in (
+        ({"x-max-priority": 5}, "invalid arg 'x-max-priority' for queue 'other' in vhost '/': quorum queues have no priorities"),
+        ({"x-delivery-limit": -1}, "invalid arg 'x-delivery-limit' for queue 'other' in vhost '/': {value_negative,-1}"),
+        (
+            {"x-overflow": "reject-publish-dlx"},
+            "invalid arg 'x-overflow' for queue 'other' in vhost '/': "
+            "quorum queues support x-overflow drop-head and reject-publish only",
+        ),
+    ):  # fmt: skip
+        e = error(
+            Client(c.broker),
+            commands.Queue.Declare(queue="other", durable=True, arguments={**quorum, **arguments}),
+        )
+        assert e.reply_text == f"PRECONDITION_FAILED - {detail}"
+    assert "other" not in c.broker.vhosts["/"].queues
+
+
+def test_quorum_delivery_limit_dead_letters_a_message_returned_too_often():
+    c = Client(Broker())
+    c.declare("dead")
+    c.declare(
+        "qq",
+        durable=True,
+        arguments={
+            "x-queue-type": "quorum",
+            "x-delivery-limit": 1,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "dead",
+        },
+    )
+    c.publish("", "qq", b"poison")
+    for _ in range(2):  # delivered, returned once (within the limit), delivered again
+        get_ok = c.get("qq")
+        c.call(commands.Basic.Reject(delivery_tag=get_ok.delivery_tag, requeue=True))
+    assert c.call(commands.Queue.Declare(queue="qq", passive=True)).message_count == 0
+    dead = c.get("dead", no_ack=True)
+    assert dead.body == b"poison"
+    assert dead.content.properties.headers["x-first-death-reason"] == "delivery_limit"

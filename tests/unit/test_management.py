@@ -72,6 +72,7 @@ def test_queues_and_bindings(management: Management) -> None:
         "durable": True,
         "auto_delete": False,
         "exclusive": False,
+        "type": "classic",
         "messages": 0,
         "bytes": 0,
         "capacity": None,
@@ -93,6 +94,14 @@ def test_queues_and_bindings(management: Management) -> None:
         "bindings.delete", {"exchange": "amq.topic", "queue": "public", "routing_key": "global.#"}
     )
     assert not [b for b in management.call("bindings.list", {}) if b["destination"] == "public"]
+    # Unbind is idempotent on the wire, but an operator's typo is still an error.
+    for request, text in (
+        ({"exchange": "amq.topic", "queue": "ghost"}, "no queue 'ghost' in vhost '/'"),
+        ({"exchange": "ghost", "queue": "public"}, "no exchange 'ghost' in vhost '/'"),
+    ):
+        with pytest.raises(ManagementError) as raised:
+            management.call("bindings.delete", request)
+        assert (raised.value.kind, raised.value.message) == ("NOT_FOUND", text)
     assert management.call("queues.delete", {"name": "public"}) == 0
 
 
