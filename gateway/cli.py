@@ -1,5 +1,5 @@
-"""`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`), and manage a
-users file (`passwd`).
+"""`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`, and `clean` to
+remove what it keeps), and manage a users file (`passwd`).
 
 Flags override the TOML node config; every bad input ends with one line on stderr naming what
 was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
@@ -122,6 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="each [[publishers]] entry sends N messages; show where they arrived against where they should",
     )
     up.add_argument("--exit", action="store_true", help="stop the nodes once it is all shown")
+    up.add_argument(
+        "--no-restart",
+        dest="restart",
+        action="store_false",
+        help="report a node that ends but do not start it again (default: restart it after 2 s, doubling to 64 s)",
+    )
+    up.add_argument(
+        "--fresh", action="store_true", help="remove the nodes' data and logs first (as `amq-gateway clean`)"
+    )
+
+    clean = commands.add_parser(
+        "clean",
+        help="remove the data and logs `up` keeps for a topology's nodes on this host",
+        description="Remove VAR/<node> for every node of the file on this host: stores (with the "
+        "messages left in them) and logs. A node still running is never touched.",
+    )
+    clean.add_argument("topology_file", type=Path, metavar="FILE", help="topology file (TOML)")
+    clean.add_argument("--var", type=Path, default=Path("var"), metavar="DIR", help="default ./var")
     return parser
 
 
@@ -130,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
-        if args.command == "up":
-            from topology.up import up  # only `up` needs the planner and networkx
+        if args.command in ("up", "clean"):
+            from topology.up import Options, clean, up  # only these need the planner and networkx
 
-            return up(args.topology_file, args.var, args.traffic, stay=not args.exit)
+            if args.command == "clean":
+                return clean(args.topology_file, args.var)
+            options = Options(args.var, args.traffic, not args.exit, args.restart, args.fresh)
+            return up(args.topology_file, options)
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
         return run_passwd(args.users_file, args.username, password, args.vhosts)
     except (ConfigError, UsersFileError, StoreError) as exc:
