@@ -20,7 +20,7 @@ from gateway import __version__
 from gateway.config import NodeConfig, load_node_config
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
-from gateway.security import UsersDB, UsersFileError, run_passwd
+from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
 from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
@@ -94,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also federate every exchange matching PATTERN (* any characters, ? one) to the --attach parent",
     )
 
-    passwd = commands.add_parser("passwd", help="add a user to a users file, or change a password")
+    passwd = commands.add_parser(
+        "passwd", help="add a user to a users file, or change a password (and vhosts or tags)"
+    )
     passwd.add_argument("users_file", type=Path, metavar="FILE")
     passwd.add_argument("username", metavar="USER")
     passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
@@ -105,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VHOST",
         help="vhost the user may open (repeatable; default: all)",
     )
+    tags = passwd.add_mutually_exclusive_group()
+    tags.add_argument(
+        "--tag",
+        action="append",
+        dest="tags",
+        choices=TAGS,
+        help="the user's tags, replacing the old ones (repeatable): administrator may manage the node, "
+        "monitoring may read what management lists",
+    )
+    tags.add_argument("--no-tags", dest="tags", action="store_const", const=[], help="remove the user's tags")
 
     up = commands.add_parser(
         "up",
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             options = Options(args.var, args.traffic, not args.exit, args.restart, args.fresh)
             return up(args.topology_file, options)
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
-        return run_passwd(args.users_file, args.username, password, args.vhosts)
+        return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
     except (ConfigError, UsersFileError, StoreError) as exc:
         print(f"amq-gateway: error: {exc}", file=sys.stderr)
         return 1
