@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,15 +28,13 @@ from topology.plan import plan_topology
 from topology.prepare import Refused, load, load_checked
 from topology.processes import StartFailed
 from topology.report import live_report
-from topology.supervisor import Supervisor
+from topology.supervisor import Say, Supervisor
 from topology.traffic import send_traffic
 
 #: Seconds to wait for every link and peering to be Operational before printing the map.
 CONNECT_TIMEOUT = 30.0
 #: Seconds for each management request.
 REQUEST_TIMEOUT = 10.0
-
-Say = Callable[[str], None]
 
 
 class UpFailed(Exception):
