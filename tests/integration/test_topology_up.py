@@ -269,3 +269,16 @@ def test_no_restart_reports_the_end_and_leaves_the_node_down(tmp_path: Path) -> 
     assert "restart" not in rest.replace("--no-restart", "")
     assert rest.count("stopped ") == 1 and "stopped beta" in rest
     assert not any(listening(port) for port in ports)
+
+    # --fresh starts from nothing: the killed run's data and log are gone.
+    var = tmp_path / "var"
+    fresh = subprocess.run(
+        up_command(topology, var, "--fresh", "--exit"), capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    lines = fresh.stdout.splitlines()
+    assert lines.index(f"removed {var / 'alpha'}") < min(
+        i for i, line in enumerate(lines) if line.startswith("started ")
+    )
+    assert f"removed {var / 'beta'}" in lines
+    assert (var / "alpha" / "node.log").read_text().count("ready: AMQP 0-9-1 listening") == 1
