@@ -356,11 +356,12 @@ def queue_bindings(queues: Sequence[Record], bindings: Sequence[Record]) -> list
 def queue_table(queues: Sequence[Record]) -> list[str]:
     """`queues`: qpid-config's columns, with Messages (the queue's depth) where qpid showed the
     journal geometry "Store Size (files x file pages)", which has no meaning for our store, and
-    two more before the name: Bytes (of the ready messages) and Flow (producer flow control:
-    `-` without a capacity, `ok`, or `OVERFULL` while the queue holds its publishers)."""
+    three more before the name: Bytes (of the ready messages), On disk (how many of those bytes
+    are bodies kept on disk, not in memory) and Flow (producer flow control: `-` without a
+    capacity, `ok`, or `OVERFULL` while the queue holds its publishers)."""
     lines = [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name",
         "=" * _QUEUE_RULE_WIDTH,
     ]
     for queue in queues:
@@ -370,6 +371,6 @@ def queue_table(queues: Sequence[Record]) -> list[str]:
         lines.append(
             f"  {yes_no(queue['durable'])}        {yes_no(queue['auto_delete'])}      "
             f"{yes_no(queue['exclusive'])}     {queue['bindings']:>5}     {queue['messages']:>8}"
-            f"  {queue.get('bytes', 0):>10}  {flow:<8}  {queue['name']}{kind}"
+            f"  {queue.get('bytes', 0):>10}  {queue.get('bytes_on_disk', 0):>10}  {flow:<8}  {queue['name']}{kind}"
         )
     return lines

@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="hold publishers while the node uses more memory: a fraction of the memory available"
         " (default 0.4) or a size (e.g. 300MB)",
     )
+    serve.add_argument(
+        "--queue-memory-budget",
+        metavar="SIZE",
+        help="bytes of ready message bodies each queue keeps in memory; beyond, bodies go to disk"
+        " (default 16MiB)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -153,6 +159,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         log_level=args.log_level,
         disk_free_limit=args.disk_free_limit,
         memory_high_watermark=args.memory_high_watermark,
+        queue_memory_budget=args.queue_memory_budget,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -176,6 +183,7 @@ def serve(args: argparse.Namespace) -> int:
         config.name,
         "in memory only (--memory)" if store is None else f"in {store.path}",
     )
+    node: Node | None = None
     try:
         node = Node(
             name=config.name,
@@ -185,6 +193,7 @@ def serve(args: argparse.Namespace) -> int:
             federation=federation,
             disk_free_limit=config.disk_free_limit,
             memory_high_watermark=config.memory_high_watermark,
+            queue_memory_budget=config.queue_memory_budget,
             queue_defaults=config.queue_defaults,
         )
         for vhost in config.vhosts:
@@ -199,6 +208,8 @@ def serve(args: argparse.Namespace) -> int:
         if failures:
             return 1
     finally:
+        if node is not None:
+            node.spill.close()
         if store is not None:
             store.close()
     LOGGER.info("node %r stopped", config.name)

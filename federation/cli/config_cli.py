@@ -233,8 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     leaf.add_argument(
         "--policy-type",
         choices=POLICY_TYPES,
-        help="when full: refuse new messages (reject), or drop the oldest (ring, ring_strict);"
-        " default reject, flow_to_disk for a durable queue (not available yet)",
+        help="when full: refuse new messages (reject), drop the oldest (ring, ring_strict), or keep"
+        " them with their bodies on disk (flow_to_disk); default reject, flow_to_disk for a durable queue",
     )
     leaf.add_argument(
         "--capacity",

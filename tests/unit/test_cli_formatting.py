@@ -279,6 +279,7 @@ def queue(
     bindings: int = 1,
     messages: int = 0,
     bytes: int | None = None,
+    bytes_on_disk: int = 0,
     capacity: int | None = None,
     overfull: bool = False,
 ) -> dict:
@@ -289,6 +290,7 @@ def queue(
         "exclusive": False,
         "messages": messages,
         "bytes": 100 * messages if bytes is None else bytes,
+        "bytes_on_disk": bytes_on_disk,
         "capacity": capacity,
         "overfull": overfull,
         "consumers": 0,
@@ -326,16 +328,18 @@ def test_queue_table_columns() -> None:
     lines = formatting.queue_table(
         [queue("pub_start"), queue("mgmt-3206", durable=True, auto_delete=True, bindings=2, messages=1234)]
     )
-    overfull = queue("fed.bridge", messages=12, bytes=1_200_000, capacity=1_000_000, overfull=True)
+    overfull = queue(
+        "fed.bridge", messages=12, bytes=1_200_000, bytes_on_disk=200_000, capacity=1_000_000, overfull=True
+    )
     lines += formatting.queue_table([overfull, queue("flowing", capacity=10)])[3:]
     assert lines == [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name",
         "=" * 91,
-        "  N        N      N         1            0           0  -         pub_start",
-        "  Y        Y      N         2         1234      123400  -         mgmt-3206",
-        "  N        N      N         1           12     1200000  OVERFULL  fed.bridge",
-        "  N        N      N         1            0           0  ok        flowing",
+        "  N        N      N         1            0           0           0  -         pub_start",
+        "  Y        Y      N         2         1234      123400           0  -         mgmt-3206",
+        "  N        N      N         1           12     1200000      200000  OVERFULL  fed.bridge",
+        "  N        N      N         1            0           0           0  ok        flowing",
     ]
 
 

@@ -85,15 +85,15 @@ def test_queues_with_a_filter(node: FakeNode, capsys: pytest.CaptureFixture[str]
     assert node.run("queues", "pub") == 0
     assert capsys.readouterr().out == (
         "\n"
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name\n"
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name\n"
         + "="
         * 91
-        + "\n  N        N      N         1            0           0  -         pub_start\n"
-        "  Y        N      N         2            3         300  -         public\n"
+        + "\n  N        N      N         1            0           0           0  -         pub_start\n"
+        "  Y        N      N         2            3         300           0  -         public\n"
     )
     assert node.run("queues", "start") == 0
     assert capsys.readouterr().out.splitlines()[3:] == [
-        "  N        N      N         1            0           0  -         pub_start"
+        "  N        N      N         1            0           0           0  -         pub_start"
     ]
 
 
