@@ -32,6 +32,7 @@ class SpillFile:
         """Start `path` empty; `unlink`: remove its name at once (the open file stays usable)."""
         for stale in (path, path.with_name(path.name + "-journal")):
             stale.unlink(missing_ok=True)
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # private, as the store's files
         self.path = path
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         if unlink:
