@@ -8,7 +8,6 @@ was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import signal
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from gateway import __version__
+from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
@@ -26,11 +25,6 @@ from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("gateway")
-
-#: Every queued message is a few small objects that live until consumed, so under load the
-#: default thresholds (700, 10, 10) re-scan a deep queue in full collections several times a
-#: second. Larger young generations cost about the same per object and make full ones rare.
-GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,7 +167,7 @@ def serve(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    gc.set_threshold(*GC_THRESHOLDS)
+    collector.install()
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
     federation = config.federation.with_credentials(users.credentials)
     federation.rules()  # every federation setting is checked before anything starts

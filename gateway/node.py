@@ -22,6 +22,7 @@ import trio
 
 from federation.manager import Federation
 from federation.routes import LocalNode
+from gateway import collector
 from gateway.broker import Broker, Session
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
@@ -162,6 +163,7 @@ class Node:
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self.memory_alarm.run)
+                nursery.start_soon(collector.run)
                 nursery.start_soon(self._tick_loop)
                 nursery.start_soon(self._later_loop)
                 # Before accepting: links check peers against our own addresses, and durable
