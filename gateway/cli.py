@@ -1,5 +1,5 @@
-"""`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`), and manage a
-users file (`passwd`).
+"""`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`, and `clean` to
+remove what it keeps), and manage a users file (`passwd`).
 
 Flags override the TOML node config; every bad input ends with one line on stderr naming what
 was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
@@ -19,7 +19,7 @@ from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
-from gateway.security import UsersDB, UsersFileError, run_passwd
+from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
 from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
@@ -94,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also federate every exchange matching PATTERN (* any characters, ? one) to the --attach parent",
     )
 
-    passwd = commands.add_parser("passwd", help="add a user to a users file, or change a password")
+    passwd = commands.add_parser(
+        "passwd", help="add a user to a users file, or change a password (and vhosts or tags)"
+    )
     passwd.add_argument("users_file", type=Path, metavar="FILE")
     passwd.add_argument("username", metavar="USER")
     passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
@@ -105,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VHOST",
         help="vhost the user may open (repeatable; default: all)",
     )
+    tags = passwd.add_mutually_exclusive_group()
+    tags.add_argument(
+        "--tag",
+        action="append",
+        dest="tags",
+        choices=TAGS,
+        help="the user's tags, replacing the old ones (repeatable): administrator may manage the node, "
+        "monitoring may read what management lists",
+    )
+    tags.add_argument("--no-tags", dest="tags", action="store_const", const=[], help="remove the user's tags")
 
     up = commands.add_parser(
         "up",
@@ -122,6 +134,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="each [[publishers]] entry sends N messages; show where they arrived against where they should",
     )
     up.add_argument("--exit", action="store_true", help="stop the nodes once it is all shown")
+    up.add_argument(
+        "--no-restart",
+        dest="restart",
+        action="store_false",
+        help="report a node that ends but do not start it again (default: restart it after 2 s, doubling to 64 s)",
+    )
+    up.add_argument(
+        "--fresh", action="store_true", help="remove the nodes' data and logs first (as `amq-gateway clean`)"
+    )
+
+    clean = commands.add_parser(
+        "clean",
+        help="remove the data and logs `up` keeps for a topology's nodes on this host",
+        description="Remove VAR/<node> for every node of the file on this host: stores (with the "
+        "messages left in them) and logs. A node still running is never touched.",
+    )
+    clean.add_argument("topology_file", type=Path, metavar="FILE", help="topology file (TOML)")
+    clean.add_argument("--var", type=Path, default=Path("var"), metavar="DIR", help="default ./var")
     return parser
 
 
@@ -130,12 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
-        if args.command == "up":
-            from topology.up import up  # only `up` needs the planner and networkx
+        if args.command in ("up", "clean"):
+            from topology.up import Options, clean, up  # only these need the planner and networkx
 
-            return up(args.topology_file, args.var, args.traffic, stay=not args.exit)
+            if args.command == "clean":
+                return clean(args.topology_file, args.var)
+            options = Options(args.var, args.traffic, not args.exit, args.restart, args.fresh)
+            return up(args.topology_file, options)
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
-        return run_passwd(args.users_file, args.username, password, args.vhosts)
+        return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
     except (ConfigError, UsersFileError, StoreError) as exc:
         print(f"amq-gateway: error: {exc}", file=sys.stderr)
         return 1

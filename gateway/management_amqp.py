@@ -32,6 +32,8 @@ from gateway.wire.errors import precondition_failed
 LOGGER = logging.getLogger("gateway.management")
 
 ADMINISTRATOR_TAG = "administrator"
+#: RabbitMQ's tag for users who may see everything and change nothing: management's reads.
+MONITORING_TAG = "monitoring"
 _PUBLISH = commands.Basic.Publish()
 
 
@@ -55,10 +57,7 @@ def answer(management: Management, user: Any, request: Content) -> Content:
     """The reply message for one request message (never raises for a bad request)."""
     try:
         method, arguments = parse_request(request.body)
-        if ADMINISTRATOR_TAG not in getattr(user, "tags", ()):
-            raise ManagementError(
-                "access", f"user '{user.name}' may not manage this node (not an administrator)"
-            )
+        check_access(user, method)
         reply: dict[str, Any] = {"ok": True, "result": management.call(method, arguments)}
         LOGGER.info("management: %s by %s", method, user.name)
     except ManagementError as error:
@@ -67,6 +66,21 @@ def answer(management: Management, user: Any, request: Content) -> Content:
         content_type="application/json", correlation_id=request.properties.correlation_id
     )
     return Content.from_properties(properties, json.dumps(reply).encode())
+
+
+def check_access(user: Any, method: str) -> None:
+    """Administrators may call anything, monitoring users the reads (node.info and the
+    `*.list` methods); ManagementError("access") for anything else."""
+    tags = getattr(user, "tags", ())
+    if ADMINISTRATOR_TAG in tags:
+        return
+    if MONITORING_TAG in tags:
+        if method == "node.info" or method.endswith(".list"):
+            return
+        raise ManagementError(
+            "access", f"user '{user.name}' may only read this node's state (monitoring), not call '{method}'"
+        )
+    raise ManagementError("access", f"user '{user.name}' may not manage this node (not an administrator)")
 
 
 def parse_request(body: bytes) -> tuple[str, dict[str, Any]]:

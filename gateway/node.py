@@ -31,6 +31,7 @@ from gateway.management import Management
 from gateway.management_amqp import handle_request
 from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
+from gateway.ready import READY
 from gateway.security import Logins, UsersDB
 from gateway.server import (
     ConnectionHandler,
@@ -173,7 +174,7 @@ class Node:
                 for listener in listeners:
                     nursery.start_soon(accept_loop, listener, self._accepted)
                 for address in listen_addresses(listeners):
-                    LOGGER.info("node %r ready: AMQP 0-9-1 listening on %s", self.name, address)
+                    LOGGER.info(READY, self.name, address)
                 task_status.started(listeners)
         finally:
             for listener in listeners:

@@ -22,7 +22,8 @@ from topology.model import Finding
 from topology.plan import plan_topology
 from topology.prepare import Refused, load, load_checked
 from topology.render import RenderError, render_dot, render_json, render_png
-from topology.routemap import compare_views, expected_views, offline_map
+from topology.render_live import render_live_dot, render_live_json, render_live_png
+from topology.routemap import compare_views, expected_views, mark_live, offline_map
 
 FORMATS = ("text", "json", "dot", "png")
 
@@ -50,33 +51,48 @@ async def check(context: Any, args: argparse.Namespace) -> int:
 
 async def draw(context: Any, args: argparse.Namespace) -> int:
     """The file's route map: text (as `route map` prints it), JSON, DOT or a PNG picture; with
-    --live, the text map marked against what the nodes really hold (exit 1 on any drift)."""
+    --live, the same formats marked against what the nodes really hold (exit 1 on any drift)."""
     topology = load_checked(args.file, warn)
     start = args.start
     if start is not None and start not in topology.nodes:
         raise Refused(f"--from {start}: no node of that name in {args.file}")
-    if args.live:
-        state = await read_live(topology, context.options.timeout)
-        lines, drift = compare_views(topology, expected_views(topology), state.views())
-        print("\n".join(lines))
-        return EXIT_FAILED if drift else 0
+    if not args.live:
+        if args.format == "png":
+            return _write_png(args, "", lambda output: render_png(topology, output))
+        if args.format == "text":
+            return _emit(args, "\n".join(offline_map(topology, start)))
+        return _emit(args, render_json(topology) if args.format == "json" else render_dot(topology))
+    state = await read_live(topology, context.options.timeout)
+    expected = expected_views(topology)
+    marks = mark_live(topology, expected, state.views())
     if args.format == "png":
-        output = args.output or args.file.with_suffix(".png")
-        try:
-            render_png(topology, output)
-        except RenderError as error:
-            raise Refused(str(error)) from None
-        print(f"wrote {output}")
-        return 0
-    if args.format == "text":
-        text = "\n".join(offline_map(topology, start))
+        _write_png(args, "-live", lambda output: render_live_png(topology, marks, output))
+    elif args.format == "text":
+        _emit(args, "\n".join(compare_views(topology, expected, state.views()).lines))
     else:
-        text = render_json(topology) if args.format == "json" else render_dot(topology)
+        _emit(args, (render_live_json if args.format == "json" else render_live_dot)(topology, marks))
+    return EXIT_FAILED if marks.drift else 0
+
+
+def _emit(args: argparse.Namespace, text: str) -> int:
+    """Print `text`, or write it to -o and say so."""
     if args.output:
         args.output.write_text(text + "\n")
         print(f"wrote {args.output}")
     else:
         print(text)
+    return 0
+
+
+def _write_png(args: argparse.Namespace, suffix: str, draw: Callable[[Path], None]) -> int:
+    """Draw into -o or, by default, FILE's name with `suffix` and .png in the working directory
+    (not beside the file, which may be in a read-only or shared folder)."""
+    output = args.output or Path(f"{args.file.stem}{suffix}.png")
+    try:
+        draw(output)
+    except RenderError as error:
+        raise Refused(str(error)) from None
+    print(f"wrote {output}")
     return 0
 
 
@@ -145,7 +161,13 @@ def add_commands(command: Callable[[str, Command, str], argparse.ArgumentParser]
         command("map", refusing(draw), "the route map a topology file makes, offline or against live nodes")
     )
     leaf.add_argument("--format", choices=FORMATS, default="text", help="text (default), json, dot or png")
-    leaf.add_argument("-o", "--output", type=Path, metavar="PATH", help="write here (png: default FILE.png)")
+    leaf.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="PATH",
+        help="write here (png: default ./NAME.png, ./NAME-live.png)",
+    )
     leaf.add_argument("--from", dest="start", metavar="NODE", help="node the text map's walk starts at")
     leaf.add_argument("--live", action="store_true", help="mark what the live nodes miss, add or have down")
     for name, handler, text in (

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,18 +216,32 @@ def render_json(topology: Topology) -> str:
 
 
 def _route_label(route: Route) -> str:
-    if route.kind == "queue":
-        label = f"{route.queue} \u2192 {route.exchange}"
-    elif route.kind == "exchange":
-        label = f"{route.exchange}\\n{route.key}"
+    return route_label(route.kind, route.exchange, route.key, route.queue, route.push)
+
+
+def route_label(kind: str, exchange: str, key: str | None, queue: str | None, push: bool) -> str:
+    """A route arrow's label: its exchange, and its key or the queue it takes from."""
+    if kind == "queue":
+        label = f"{queue} \u2192 {exchange}"
+    elif kind == "exchange":
+        label = f"{exchange}\\n{key}"
     else:
-        label = route.exchange
-    return f"{label}\\n(push)" if route.push else label
+        label = exchange
+    return f"{label}\\n(push)" if push else label
 
 
 def topology_graph(topology: Topology) -> graphviz.Digraph:
     """The picture as a graphviz.Digraph (see the module's documentation)."""
-    dot = graphviz.Digraph(
+    dot = graph_frame(topology)
+    draw_nodes(dot, topology)
+    used = _draw_edges(dot, topology)
+    draw_legend(dot, legend_rows(used))
+    return dot
+
+
+def graph_frame(topology: Topology) -> graphviz.Digraph:
+    """An empty picture of the topology: its title and the looks of its nodes and arrows."""
+    return graphviz.Digraph(
         name=topology.name,
         graph_attr={
             "label": f"{topology.name}" + (f"  ({topology.path})" if topology.path else ""),
@@ -248,20 +263,21 @@ def topology_graph(topology: Topology) -> graphviz.Digraph:
         },
         edge_attr={"fontname": FONT, "fontsize": "10"},
     )
-    _draw_nodes(dot, topology)
-    used = _draw_edges(dot, topology)
-    _draw_legend(dot, used)
-    return dot
 
 
-def _draw_nodes(dot: graphviz.Digraph, topology: Topology) -> None:
+NodeLooks = Callable[[str], dict[str, str]]
+
+
+def draw_nodes(dot: graphviz.Digraph, topology: Topology, looks: NodeLooks | None = None) -> None:
+    """The topology's nodes, one box per region; `looks(name)` gives a node's attributes
+    (default: its name and endpoint)."""
     regions: dict[str, list[str]] = {}
     for node in topology.nodes.values():
         regions.setdefault(node.region, []).append(node.name)
     for index, (region, names) in enumerate(regions.items()):
         if not region:
             for name in names:
-                _draw_node(dot, topology, name)
+                _draw_node(dot, topology, name, looks)
             continue
         with dot.subgraph(name=f"cluster_region_{index}") as cluster:
             cluster.attr(
@@ -273,12 +289,12 @@ def _draw_nodes(dot: graphviz.Digraph, topology: Topology) -> None:
                 fontsize="14",
             )
             for name in names:
-                _draw_node(cluster, topology, name)
+                _draw_node(cluster, topology, name, looks)
 
 
-def _draw_node(graph: graphviz.Digraph, topology: Topology, name: str) -> None:
-    node = topology.nodes[name]
-    graph.node(name, f"{name}\\n{node.endpoint}")
+def _draw_node(graph: graphviz.Digraph, topology: Topology, name: str, looks: NodeLooks | None) -> None:
+    attributes = {"label": f"{name}\\n{topology.nodes[name].endpoint}"}
+    graph.node(name, **{**attributes, **(looks(name) if looks else {})})
 
 
 def _draw_edges(dot: graphviz.Digraph, topology: Topology) -> dict[str, list[str]]:
@@ -357,9 +373,12 @@ def _reciprocal(routes: list[Route], index: int, drawn: set[int]) -> int | None:
     return None
 
 
-def _draw_legend(dot: graphviz.Digraph, used: dict[str, list[str]]) -> None:
-    """A table of what the picture's arrows mean, one row per kind it uses."""
-    rows: list[tuple[str, str, str]] = []
+LegendRow = tuple[str, str, str]
+
+
+def legend_rows(used: dict[str, list[str]]) -> list[LegendRow]:
+    """The legend's rows (sample, colour, meaning) for the kinds of arrows a picture uses."""
+    rows: list[LegendRow] = []
     if used["link"]:
         rows.append(("\u254c\u254c\u254c\u25b7", LINK_COLOUR, "link (opener \u2192 peer)"))
     for kind in ("dynamic", "exchange", "queue"):
@@ -376,6 +395,11 @@ def _draw_legend(dot: graphviz.Digraph, used: dict[str, list[str]]) -> None:
                     f"{kind} federation (child \u2192 parent)",
                 )
             )
+    return rows
+
+
+def draw_legend(dot: graphviz.Digraph, rows: list[LegendRow]) -> None:
+    """A table of what the picture's arrows mean, one row per kind it uses."""
     if not rows:
         return
     cells = "".join(
@@ -399,8 +423,14 @@ def render_dot(topology: Topology) -> str:
 def render_png(topology: Topology, output: Path) -> None:
     """Draw the picture into `output` (a PNG file) with Graphviz's `dot`. RenderError if `dot`
     is not installed or fails."""
+    write_png(topology_graph(topology), output)
+
+
+def write_png(graph: graphviz.Digraph, output: Path) -> None:
+    """Draw `graph` into `output` (a PNG file) with Graphviz's `dot`. RenderError if `dot`
+    is not installed or fails, or the file cannot be written."""
     try:
-        image = topology_graph(topology).pipe(format="png", engine="dot")
+        image = graph.pipe(format="png", engine="dot")
     except graphviz.ExecutableNotFound:
         raise RenderError(
             "cannot draw a PNG: Graphviz's `dot` program is not installed; install graphviz "

@@ -209,6 +209,27 @@ class Comparison(NamedTuple):
     drift: int
 
 
+class Marked(NamedTuple):
+    """One link, route or federation of the comparison: the section it belongs to (`links`,
+    `routes`, `federations`), the node of the file holding it, its record (the live one when
+    the node has it) and its marker ("" when it matches)."""
+
+    section: str
+    node: str
+    record: formatting.Record
+    marker: str
+
+
+class Marks(NamedTuple):
+    """Everything the file and the live nodes hold, marked, in the file's node order; the nodes
+    that could not be read, with why; and the drift in words and as a count."""
+
+    items: list[Marked]
+    unread: dict[str, str]
+    summary: str
+    drift: int
+
+
 def _down(record: Mapping[str, Any]) -> str:
     """`down (<state>: <last error>)` for a link or peering not Operational, else ""."""
     if record.get("state") == OPERATIONAL:
@@ -299,57 +320,72 @@ class _Tally:
         return self.counts[MISSING] + self.counts[EXTRA] + self.counts["down"] + unread
 
 
-def compare_views(
+def mark_live(
     topology: Topology, expected: Mapping[str, NodeView], live: Mapping[str, NodeView | str]
-) -> Comparison:
-    """The file's map against the live nodes (`topology map FILE --live`): every node of the
-    file (in its order) with `Ok` or why it could not be read (a str in `live`, or no entry),
-    then the links (`opener -> peer`), the dynamic routes per exchange, the static routes and
-    the federations, in the live map's layout, each line marked `missing`, `extra`, `down
-    (<state>: <last error>)` or, on a node not read, `not read`; a last line sums the drift.
-    A reciprocal pair of dynamic routes is one `<=>` line when both sides are marked alike.
-    Links and federations are told apart by their far end, routes by their link and qpid's
-    identity (kind, exchange, key or queue) and direction, federations also by type."""
+) -> Marks:
+    """Each link, route and federation of the file or of the live nodes, marked `missing`,
+    `extra`, `down (<state>: <last error>)` or, on a node not read (a str in `live`, or no
+    entry), `not read`. Links and federations are told apart by their far end, routes by their
+    link and qpid's identity (kind, exchange, key or queue) and direction, federations also by
+    type. What `compare_views` prints and `topology map --live --format json|dot|png` draws."""
     tally = _Tally()
-    probes: list[str] = []
-    links: list[str] = []
-    dynamic: dict[str, dict[tuple[str, str], str]] = {}
-    static: list[str] = []
-    federations: list[str] = []
-    unread = 0
-    for name, node in topology.nodes.items():
-        here = node.endpoint
+    items: list[Marked] = []
+    unread: dict[str, str] = {}
+    sections = (
+        ("links", _link_identity, True),
+        ("routes", _route_identity, False),
+        ("federations", _federation_identity, True),
+    )
+    for name in topology.nodes:
         wanted = expected.get(name, NodeView([], [], []))
         got = live.get(name, "not read")
         view = got if isinstance(got, NodeView) else None
         if view is None:
-            unread += 1
-            probes.append(formatting.map_probe(here, f"Failed: {got}"))
-        else:
-            probes.append(formatting.map_probe(here, None))
-        for record, where in _pair(wanted.links, view.links if view is not None else None, _link_identity):
-            marker = tally.mark(where, _down(record) if where is None else "")
+            unread[name] = str(got)
+        for section, identity, may_be_down in sections:
+            held = getattr(view, section) if view is not None else None
+            for record, where in _pair(getattr(wanted, section), held, identity):
+                down = _down(record) if may_be_down and where is None else ""
+                items.append(Marked(section, name, record, tally.mark(where, down)))
+    summary = tally.summary(len(unread), topology.path or topology.name)
+    return Marks(items, unread, summary, tally.drift(len(unread)))
+
+
+def compare_views(
+    topology: Topology, expected: Mapping[str, NodeView], live: Mapping[str, NodeView | str]
+) -> Comparison:
+    """The file's map against the live nodes (`topology map FILE --live`): every node of the
+    file (in its order) with `Ok` or why it could not be read, then the links (`opener ->
+    peer`), the dynamic routes per exchange, the static routes and the federations, in the live
+    map's layout, each line marked as `mark_live` marks it; a last line sums the drift. A
+    reciprocal pair of dynamic routes is one `<=>` line when both sides are marked alike."""
+    marks = mark_live(topology, expected, live)
+    probes = [
+        formatting.map_probe(node.endpoint, f"Failed: {marks.unread[name]}" if name in marks.unread else None)
+        for name, node in topology.nodes.items()
+    ]
+    links: list[str] = []
+    dynamic: dict[str, dict[tuple[str, str], str]] = {}
+    static: list[str] = []
+    federations: list[str] = []
+    for section, name, record, marker in marks.items:
+        here = topology.nodes[name].endpoint
+        if section == "links":
             links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
-        for record, where in _pair(wanted.routes, view.routes if view is not None else None, _route_identity):
-            marker = tally.mark(where)
-            if record["kind"] == "dynamic":
-                pairs = dynamic.setdefault(record["exchange"], {})
-                pairs[(formatting.route_peer(record), here)] = marker
-            else:
-                static.append(_marked(formatting.static_route_line(here, record), marker))
-        for record, where in _pair(
-            wanted.federations, view.federations if view is not None else None, _federation_identity
-        ):
-            marker = tally.mark(where, _down(record) if where is None else "")
+        elif section == "federations":
             federations.append(_marked(formatting.federation_line(here, record), marker))
+        elif record["kind"] == "dynamic":
+            dynamic.setdefault(record["exchange"], {})[(formatting.route_peer(record), here)] = marker
+        else:
+            static.append(_marked(formatting.static_route_line(here, record), marker))
     lines = ["", "Reading Brokers:", *probes, "", "Links:"]
     lines += ["", *links] if links else ["none found"]
     lines += ["", *_dynamic_lines(dynamic), ""]
     lines += ["Static Routes:", "", *static] if static else ["Static Routes:", "none found"]
     if federations:
         lines += ["", "Federations:", "", *federations]
-    lines += ["", tally.summary(unread, topology.path or topology.name)]
-    return Comparison(lines, tally.drift(unread))
+    lines += ["", marks.summary]
+    return Comparison(lines, marks.drift)
 
 
 def _dynamic_lines(dynamic: dict[str, dict[tuple[str, str], str]]) -> list[str]:

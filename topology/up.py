@@ -1,30 +1,34 @@
 """`amq-gateway up FILE`: run a whole topology on this host, the project's main job.
 
 It loads and checks the file, starts every node that lives on this host as its own process
-(data and log under `<var>/<node>`), waits until each answers, applies the topology, waits for
-the links and peerings to come up, prints the route map and the link states and, with
-`--traffic N`, shows N messages per publisher arriving where the topology sends them. Then it
-runs until Ctrl-C (or stops at once with `--exit`) and stops every node it started.
+(data and log under `<var>/<node>`; `--fresh` removes them first), waits until each logs its
+own ready line, applies the topology, waits for the links and peerings to come up, prints the
+route map and the link states and, with `--traffic N`, shows N messages per publisher arriving
+where the topology sends them. Then it runs until Ctrl-C (or stops at once with `--exit`),
+reporting and restarting any node that ends (topology.supervisor), and stops every node it
+started.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
 from federation.management_client import ManagementFailed
-from topology import processes
 from topology.apply import apply_plan
+from topology.fresh import InUse, remove_state
 from topology.live import LiveState, read_live
 from topology.model import Topology
 from topology.plan import plan_topology
-from topology.prepare import Refused, load_checked
-from topology.processes import NodeProcess, StartFailed
+from topology.prepare import Refused, load, load_checked
+from topology.processes import StartFailed
 from topology.report import live_report
+from topology.supervisor import Say, Supervisor
 from topology.traffic import send_traffic
 
 #: Seconds to wait for every link and peering to be Operational before printing the map.
@@ -32,25 +36,23 @@ CONNECT_TIMEOUT = 30.0
 #: Seconds for each management request.
 REQUEST_TIMEOUT = 10.0
 
-Say = Callable[[str], None]
-
 
 class UpFailed(Exception):
     """`up` cannot go on; the message says why (the nodes it started are stopped)."""
 
 
-async def start_nodes(topology: Topology, var: Path, started: list[NodeProcess], say: Say) -> None:
-    """Start the nodes on this host (appending each to `started` at once, so a failure still
-    stops them all) and wait until every one answers."""
-    for node in topology.nodes.values():
-        if processes.is_local(node.host):
-            started.append(processes.start(node, var))
-            say(f"started {node.name} on {node.endpoint} (data and log in {var / node.name})")
-        else:
-            say(f"{node.name} on {node.endpoint} is not on this host: expecting it to be running")
-    async with trio.open_nursery() as nursery:
-        for each in started:
-            nursery.start_soon(processes.wait_ready, each)
+@dataclass(frozen=True)
+class Options:
+    """What the command line asks of `up` besides the file."""
+
+    var: Path
+    traffic: int = 0
+    #: Run until Ctrl-C (False: `--exit`, stop once it is all shown).
+    stay: bool = True
+    #: Start a node again when it ends (False: `--no-restart`).
+    restart: bool = True
+    #: Remove the nodes' data and logs before starting them (`--fresh`).
+    fresh: bool = False
 
 
 async def wait_connected(topology: Topology) -> LiveState:
@@ -64,9 +66,12 @@ async def wait_connected(topology: Topology) -> LiveState:
     return live
 
 
-async def bring_up(path: Path, var: Path, traffic: int, stay: bool, say: Say) -> int:
+async def bring_up(path: Path, options: Options, say: Say) -> int:
     topology = load_checked(path, say)
-    started: list[NodeProcess] = []
+    if options.fresh:
+        for removed in remove_state(topology, options.var):
+            say(f"removed {removed}")
+    nodes = Supervisor(options.var, say, options.restart)
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
@@ -78,20 +83,19 @@ async def bring_up(path: Path, var: Path, traffic: int, stay: bool, say: Say) ->
                         return
 
                 nursery.start_soon(stop_on_signal)
-                await run_topology(topology, var, traffic, started, say)
-                if not stay:
+                await nodes.start_all(topology, nursery)
+                await run_topology(topology, options.traffic, say)
+                if not options.stay:
                     nursery.cancel_scope.cancel()
                 else:
                     say("up: running; Ctrl-C stops every node started here")
     finally:
-        processes.stop_all(started, say)
+        await nodes.stop_all()
     return 0
 
 
-async def run_topology(
-    topology: Topology, var: Path, traffic: int, started: list[NodeProcess], say: Say
-) -> None:
-    await start_nodes(topology, var, started, say)
+async def run_topology(topology: Topology, traffic: int, say: Say) -> None:
+    """Apply the file to the running nodes, show the map and the demo traffic."""
     plan = await plan_topology(topology, prune=False, timeout=REQUEST_TIMEOUT)
     if not plan.complete:
         raise UpFailed("\n".join(plan.lines()))
@@ -113,17 +117,31 @@ async def run_topology(
             )
 
 
-def up(path: Path, var: Path, traffic: int, stay: bool) -> int:
+def up(path: Path, options: Options) -> int:
     """The command: exit 0 after a clean stop, 1 when something could not be done."""
     try:
-        return trio.run(bring_up, path, var, traffic, stay, print_flushed)
-    except* (UpFailed, Refused, StartFailed) as group:
+        return trio.run(bring_up, path, options, print_flushed)
+    except* (UpFailed, Refused, StartFailed, InUse) as group:
         for error in leaves(group):
             print(f"amq-gateway up: {error}", file=sys.stderr, flush=True)
     except* ManagementFailed as group:
         for error in leaves(group):
             print(f"amq-gateway up: Failed: {error}", file=sys.stderr, flush=True)
     return 1
+
+
+def clean(path: Path, var: Path) -> int:
+    """`amq-gateway clean FILE`: remove what `up` keeps for the file's nodes; exit 1 if one runs."""
+    try:
+        removed = remove_state(load(path), var)
+    except (Refused, InUse) as error:
+        print(f"amq-gateway clean: {error}", file=sys.stderr, flush=True)
+        return 1
+    for directory in removed:
+        print(f"removed {directory}")
+    if not removed:
+        print(f"nothing to remove in {var}")
+    return 0
 
 
 def leaves(group: BaseExceptionGroup) -> Iterator[BaseException]:

@@ -2,6 +2,7 @@
 and the throttle and bounds that keep a storm of logins affordable."""
 
 from gateway.security.logins import Logins, LoginThrottle
+from gateway.security.passwd import TAGS, run_passwd, set_password
 from gateway.security.passwords import PasswordHash, hash_password
 from gateway.security.sasl import MECHANISMS, AuthenticationFailed, authenticate
 from gateway.security.users import (
@@ -9,12 +10,11 @@ from gateway.security.users import (
     UsersDB,
     UsersFileError,
     is_loopback,
-    run_passwd,
-    set_password,
 )
 
 __all__ = [
     "MECHANISMS",
+    "TAGS",
     "AuthenticationFailed",
     "LoginThrottle",
     "Logins",

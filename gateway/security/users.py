@@ -12,17 +12,13 @@ password = "plain text"       # plain text: the node has to send it
 ```
 
 Without a users file the node has RabbitMQ's default, guest/guest, and OpenAMQ's
-peering/peering for federation, both from loopback only.
+peering/peering for federation, both from loopback only. Writing it is gateway.security.passwd's.
 """
 
 from __future__ import annotations
 
-import getpass
 import ipaddress
 import os
-import re
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -41,7 +37,6 @@ PEERING = "peering"
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
 _KEYS = ("password", "vhosts", "tags", "loopback_only")
 _SECTIONS = ("users", "credentials")
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 class UsersFileError(ConfigError):
@@ -88,7 +83,7 @@ def _decoy() -> PasswordHash:
     return PasswordHash.create(os.urandom(16).hex())
 
 
-def _check_username(name: str) -> str:
+def check_username(name: str) -> str:
     if not 0 < len(name.encode("utf-8")) <= 255 or any(c < " " or c == "\x7f" for c in name):
         raise ValueError(f"invalid user name {name!r}: 1-255 bytes, no control characters")
     return name
@@ -176,7 +171,7 @@ def _parse(doc: TomlFile) -> list[_Record]:
     for name, entry in users.items():
         where = ("users", name)
         try:
-            _check_username(name)
+            check_username(name)
         except ValueError as err:
             raise doc.error(where, str(err)) from None
         if not isinstance(entry, dict):
@@ -190,8 +185,8 @@ def _parse(doc: TomlFile) -> list[_Record]:
             password = _password(entry["password"])
         except (Invalid, ValueError) as err:
             raise doc.error((*where, "password"), str(err)) from None
-        vhosts = _optional(doc, entry, where, "vhosts", _string_list)
-        tags = _optional(doc, entry, where, "tags", _string_list)
+        vhosts = _optional(doc, entry, where, "vhosts", string_list)
+        tags = _optional(doc, entry, where, "tags", string_list)
         loopback_only = _optional(doc, entry, where, "loopback_only", _bool)
         user = User(
             name,
@@ -212,7 +207,7 @@ def _parse_credentials(doc: TomlFile) -> dict[str, str]:
     for login, entry in credentials.items():
         where = ("credentials", login)
         try:
-            _check_username(login)
+            check_username(login)
         except ValueError as err:
             raise doc.error(where, str(err)) from None
         values = table_values(doc, where, entry, {"password": _plain_password})
@@ -259,7 +254,7 @@ def _optional(
         raise doc.error((*where, key), str(err)) from None
 
 
-def _string_list(value: object) -> list[str]:
+def string_list(value: object) -> list[str]:
     if not isinstance(value, list) or not all(
         isinstance(item, str) and 0 < len(item) <= 255 for item in value
     ):
@@ -271,110 +266,3 @@ def _bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise Invalid("true or false", value)
     return value
-
-
-# --------------------------------------------------------------------------------------------
-# Writing
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string; control characters are escaped, everything else kept."""
-    escaped = []
-    for char in text:
-        if char in '"\\':
-            escaped.append("\\" + char)
-        elif ord(char) < 32 or char == "\x7f":
-            escaped.append(f"\\u{ord(char):04x}")
-        else:
-            escaped.append(char)
-    return '"' + "".join(escaped) + '"'
-
-
-def _toml_key(name: str) -> str:
-    return name if _BARE_KEY.match(name) else _toml_string(name)
-
-
-def _render(records: Iterable[_Record], credentials: Mapping[str, str]) -> str:
-    lines = ["# amq-gateway users file, rewritten by 'amq-gateway passwd': comments are not kept."]
-    for record in records:
-        user = record.user
-        lines += ["", f"[users.{_toml_key(user.name)}]"]
-        lines.append(f"password = {_toml_string(record.password.encode())}")
-        if user.vhosts is not None:
-            lines.append(f"vhosts = [{', '.join(_toml_string(v) for v in sorted(user.vhosts))}]")
-        if user.tags:
-            lines.append(f"tags = [{', '.join(_toml_string(t) for t in user.tags)}]")
-        if user.loopback_only != (user.name in _LOOPBACK_BY_DEFAULT):
-            lines.append(f"loopback_only = {'true' if user.loopback_only else 'false'}")
-    for login, password in credentials.items():
-        lines += ["", f"[credentials.{_toml_key(login)}]", f"password = {_toml_string(password)}"]
-    return "\n".join(lines) + "\n"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half; mode 0600 (it holds hashes)."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:  # mkstemp creates it 0600
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
-def set_password(path: Path | str, username: str, password: str, vhosts: Iterable[str] | None = None) -> bool:
-    """Add a user or change one's password (and vhosts, if given); True when added.
-
-    A new user without vhosts may use every vhost. Other users, and this user's tags, are
-    kept. The file is created if missing.
-    """
-    path = Path(path)
-    _check_username(username)
-    if not password:
-        raise ValueError("the password must not be empty")
-    if vhosts is not None:
-        try:
-            vhosts = frozenset(_string_list(list(vhosts)))
-        except Invalid as err:
-            raise ValueError(f"vhosts: {err}") from None
-    existing = UsersDB.load(path) if path.exists() else UsersDB([])
-    records = dict(existing._records)
-    old = records.get(username)
-    user = old.user if old else User(username, loopback_only=username in _LOOPBACK_BY_DEFAULT)
-    if vhosts is not None:
-        user = User(user.name, vhosts, user.tags, user.loopback_only)
-    records[username] = _Record(user, PasswordHash.create(password))
-    _write_atomically(path, _render(records.values(), existing.credentials))
-    return old is None
-
-
-def run_passwd(users_file: Path, username: str, password: str | None, vhosts: list[str] | None) -> int:
-    """`amq-gateway passwd FILE USER`: prompt twice unless given a password; exit code."""
-    if password is None:
-        try:
-            password = getpass.getpass(f"Password for {username}: ")
-            again = getpass.getpass("Repeat the password: ")
-        except EOFError:
-            print("amq-gateway passwd: no password given", file=sys.stderr)
-            return 1
-        if password != again:
-            print("amq-gateway passwd: passwords do not match; nothing changed", file=sys.stderr)
-            return 1
-    try:
-        added = set_password(users_file, username, password, vhosts)
-    except (ConfigError, ValueError) as err:
-        print(f"amq-gateway passwd: {err}", file=sys.stderr)
-        return 1
-    except OSError as err:
-        print(f"amq-gateway passwd: {users_file}: {err.strerror}", file=sys.stderr)
-        return 1
-    print(f"{'Added user' if added else 'Changed password for user'} {username!r}")
-    return 0

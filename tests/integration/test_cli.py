@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pika
 import pika.exceptions
@@ -102,3 +103,38 @@ def test_vhosts_from_config_can_be_opened(tmp_path) -> None:
             connection.close()
     finally:
         node.stop()
+
+
+def test_passwd_tags_give_management_rights_without_editing_the_file(tmp_path) -> None:
+    """--tag administrator may manage, --tag monitoring may only read; the file's comments stay."""
+    users = tmp_path / "users.toml"
+    users.write_text("# who may use the demo node\n")
+    for name, tag in (("root", "administrator"), ("watcher", "monitoring")):
+        result = run_cli("passwd", str(users), name, "--tag", tag, "--password-stdin", stdin="pw\n")
+        assert result.returncode == 0, result.stderr
+    assert users.read_text().startswith("# who may use the demo node\n")
+    node = start_node(tmp_path, "--users", str(users))
+    try:
+        amq_config = [str(Path(sys.executable).parent / "amq-config")]
+
+        def config(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+            address = f"{user}/pw@127.0.0.1:{node.port}"
+            return subprocess.run(
+                [*amq_config, "-a", address, *args], capture_output=True, text=True, timeout=60
+            )
+
+        assert config("root", "add", "queue", "made-by-root").returncode == 0
+        listed = config("watcher", "queues")
+        assert listed.returncode == 0, listed.stderr
+        assert "made-by-root" in listed.stdout
+        refused = config("watcher", "add", "queue", "made-by-watcher")
+        assert refused.returncode == 1
+        assert "may only read this node's state (monitoring)" in refused.stdout + refused.stderr
+    finally:
+        node.stop()
+    assert (
+        run_cli(
+            "passwd", str(users), "watcher", "--tag", "operator", "--password-stdin", stdin="pw\n"
+        ).returncode
+        == 2
+    )

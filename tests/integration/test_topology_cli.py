@@ -5,12 +5,15 @@ findings' count. Every wait is bounded."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 
-from tests.integration.test_federation_routes import cli
+from tests.integration.test_federation_routes import BIN, cli
 from tests.nodes import NodeProcess, on_free_ports
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -60,6 +63,26 @@ async def test_walkthrough_offline_map_equals_the_live_map_after_apply(
         assert "not read" in out
         assert "Drift:" in out.splitlines()[-1]
 
+        # Every format of the live map, marked the same way (these used to print the text map).
+        report = tmp_path / "live.json"
+        status, out, _ = await cli(
+            "amq-route", "topology", "map", file, "--live", "--format", "json", "-o", str(report)
+        )
+        assert (status, out) == (1, f"wrote {report}\n")
+        document = json.loads(report.read_text())
+        assert [node["read"] for node in document["nodes"]] == [True, False, True, True]
+        assert any(link["marker"].startswith("down (") for link in document["links"])
+        status, dot, _ = await cli("amq-route", "topology", "map", file, "--live", "--format", "dot")
+        assert status == 1
+        assert dot.startswith("digraph") and "NOT READ: " in dot and "DOWN (" in dot
+        picture = tmp_path / "live.png"
+        status, out, _ = await cli(
+            "amq-route", "topology", "map", file, "--live", "--format", "png", "-o", str(picture)
+        )
+        if shutil.which("dot"):
+            assert (status, out) == (1, f"wrote {picture}\n")
+            assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
 
 async def test_check_lists_findings_and_exits_1_on_errors(tmp_path: Path) -> None:
     topology = tmp_path / "wrong.toml"
@@ -102,3 +125,25 @@ async def test_map_formats(tmp_path: Path) -> None:
         assert status == 0, err
         assert out == f"wrote {picture}\n"
         assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+async def test_a_png_without_o_goes_to_the_working_directory(tmp_path: Path) -> None:
+    """Not beside the file: configs/ (or a shared folder) is not where pictures belong."""
+    with trio.fail_after(60):
+        result = await trio.run_process(
+            [
+                str(BIN / "amq-route"),
+                "topology",
+                "map",
+                str(CONFIGS / "topology-pair.toml"),
+                "--format",
+                "png",
+            ],
+            cwd=tmp_path,
+            capture_stdout=True,
+            check=False,
+        )
+    assert (result.returncode, result.stdout) == (0, b"wrote topology-pair.png\n")
+    assert (tmp_path / "topology-pair.png").read_bytes().startswith(b"\x89PNG")
+    assert not (CONFIGS / "topology-pair.png").exists()

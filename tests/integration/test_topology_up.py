@@ -1,14 +1,20 @@
 """`amq-gateway up`, the main job: the demo topology's nodes start as processes, the file is
 applied, the map and link states are shown, demo traffic arrives where the topology sends it,
-and every node stops with `up` (after --exit, or Ctrl-C)."""
+a node that dies is reported and restarted, and every node stops with `up` (after --exit, or
+Ctrl-C)."""
 
 from __future__ import annotations
 
+import os
+import queue
+import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.nodes import on_free_ports
@@ -26,6 +32,72 @@ def listening(port: int) -> bool:
 
 def up_command(topology: Path, var: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "gateway.cli", "up", str(topology), "--var", str(var), *extra]
+
+
+class RunningUp:
+    """`amq-gateway up` running in the background, its output read line by line with bounds."""
+
+    def __init__(self, topology: Path, var: Path, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            up_command(topology, var, *extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # the end of the output
+
+    def expect(self, wanted: Callable[[str], bool], timeout: float = RUN_TIMEOUT) -> str:
+        """The first line from now on for which `wanted` is true; fails if up ends or is silent."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("no such line within the bound:\n" + "".join(self.seen)) from None
+            assert line, "up ended first:\n" + "".join(self.seen)
+            self.seen.append(line)
+            if wanted(line):
+                return line
+
+    def pid_of(self, node: str) -> int:
+        """The pid of `node` as up's last `started`/`restarted` line gave it."""
+        for line in reversed(self.seen):
+            match = re.match(rf"(?:re)?started {node} on \S+ \(pid (\d+);", line)
+            if match:
+                return int(match.group(1))
+        raise AssertionError(f"no started line for {node}:\n" + "".join(self.seen))
+
+    def interrupt(self) -> str:
+        """Ctrl-C, and the rest of the output once up has ended."""
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(60)
+        rest: list[str] = []
+        while (line := self.lines.get(timeout=10)) != "":
+            rest.append(line)
+        return "".join(rest)
+
+    def close(self) -> None:
+        """Stop up (and so its nodes) if a test failed before it did."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def running(line: str) -> bool:
+    return line.startswith("up: running")
+
+
+def starts(prefix: str) -> Callable[[str], bool]:
+    return lambda line: line.startswith(prefix)
 
 
 def test_up_runs_the_demo_and_stops_every_node(tmp_path: Path) -> None:
@@ -105,3 +177,95 @@ def test_a_node_that_cannot_start_stops_the_others(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "exited with status" in result.stderr and "its log" in result.stderr
     assert not listening(ports[0])
+
+
+def test_a_second_up_of_the_same_file_fails_with_its_own_nodes_logs(tmp_path: Path) -> None:
+    """The second `up` used to see the first one's nodes answer, say "started" and exit 0."""
+    topology = tmp_path / "pair.toml"
+    ports = on_free_ports(CONFIGS / "topology-pair.toml", topology)
+    var = tmp_path / "var"
+    first = RunningUp(topology, var)
+    try:
+        first.expect(running)
+        for second_var, error in (
+            (var, "is in use by another node"),
+            (tmp_path / "other", "Address already in use"),
+        ):
+            second = subprocess.run(
+                up_command(topology, second_var, "--exit"),
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
+            assert second.returncode == 1, second.stdout + second.stderr
+            assert "started " not in second.stdout
+            assert "amq-gateway up: node alpha (pid " in second.stderr and "its log (" in second.stderr
+            assert error in second.stderr
+        for command in (["clean", str(topology)], ["up", str(topology), "--fresh", "--exit"]):
+            refused = subprocess.run(
+                [sys.executable, "-m", "gateway.cli", *command, "--var", str(var)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert refused.returncode == 1
+            assert f"not removing {var / 'alpha'}: data dir" in refused.stderr
+            assert "stop that node" in refused.stderr
+        assert (var / "alpha" / "store.db").exists() and (var / "beta" / "store.db").exists()
+        assert all(listening(port) for port in ports)
+        rest = first.interrupt()
+    finally:
+        first.close()
+    assert "up: node" not in "".join(first.seen) + rest  # the first up's nodes never ended
+    assert rest.count("stopped ") == 2
+    cleaned = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "clean", str(topology), "--var", str(var)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert cleaned.stdout.splitlines() == [f"removed {var / 'alpha'}", f"removed {var / 'beta'}"]
+    assert list(var.iterdir()) == []
+
+
+def test_a_killed_node_is_reported_and_restarted(tmp_path: Path) -> None:
+    topology = tmp_path / "pair.toml"
+    ports = on_free_ports(CONFIGS / "topology-pair.toml", topology)
+    up = RunningUp(topology, tmp_path / "var")
+    try:
+        up.expect(running)
+        killed = up.pid_of("beta")
+        os.kill(killed, signal.SIGKILL)
+        report = up.expect(starts("up: node beta"))
+        log = tmp_path / "var" / "beta" / "node.log"
+        assert report == f"up: node beta (pid {killed}) was killed by SIGKILL; its log ({log}) ends:\n"
+        up.expect(starts("up: restarting beta in 2 s"))
+        tail = up.seen[up.seen.index(report) + 1 : -1]
+        assert tail and all(line in log.read_text() for line in tail)
+        restarted = up.expect(starts("restarted beta on "))
+        assert up.pid_of("beta") != killed, restarted
+        assert listening(ports[1])
+        rest = up.interrupt()
+    finally:
+        up.close()
+    assert rest.count("stopped ") == 2
+    assert not any(listening(port) for port in ports)
+
+
+def test_no_restart_reports_the_end_and_leaves_the_node_down(tmp_path: Path) -> None:
+    topology = tmp_path / "pair.toml"
+    ports = on_free_ports(CONFIGS / "topology-pair.toml", topology)
+    up = RunningUp(topology, tmp_path / "var", "--no-restart")
+    try:
+        up.expect(running)
+        killed = up.pid_of("alpha")
+        os.kill(killed, signal.SIGKILL)
+        up.expect(starts(f"up: node alpha (pid {killed}) was killed by SIGKILL"))
+        up.expect(starts("up: alpha is not restarted (--no-restart)"))
+        rest = up.interrupt()
+    finally:
+        up.close()
+    assert "restart" not in rest.replace("--no-restart", "")
+    assert rest.count("stopped ") == 1 and "stopped beta" in rest
+    assert not any(listening(port) for port in ports)

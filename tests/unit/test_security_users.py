@@ -8,15 +8,9 @@ from pathlib import Path
 import pytest
 
 from gateway.security import users as users_module
+from gateway.security.passwd import run_passwd, set_password
 from gateway.security.passwords import hash_password
-from gateway.security.users import (
-    User,
-    UsersDB,
-    UsersFileError,
-    is_loopback,
-    run_passwd,
-    set_password,
-)
+from gateway.security.users import User, UsersDB, UsersFileError, is_loopback
 
 ALICE_HASH = hash_password("alice-pw")
 NAME_RULE = "1-255 bytes, no control characters"
@@ -387,3 +381,44 @@ def test_run_passwd_reports_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert capsys.readouterr().err == (f"amq-gateway passwd: {missing_dir}: No such file or directory\n")
     assert run_passwd(tmp_path / "u.toml", "alice", "", None) == 1
     assert capsys.readouterr().err == "amq-gateway passwd: the password must not be empty\n"
+
+
+def test_a_rewrite_keeps_comments_layout_and_credentials(tmp_path: Path) -> None:
+    text = (
+        "# the demo's users: keep this note\n"
+        f'[users.alice]   # the operator\npassword = "{ALICE_HASH}"  # rotated monthly\n'
+        'tags = ["administrator"]\n\n'
+        "# federation logins\n"
+        '[credentials.peering]\npassword = "plain"\n'
+    )
+    path = write(tmp_path, text)
+    assert set_password(path, "alice", "new-pw") is False
+    rewritten = path.read_text()
+    assert rewritten.replace(rewritten.split('password = "')[1].split('"')[0], ALICE_HASH) == text
+    assert set_password(path, "bob", "bob-pw", tags=["monitoring"]) is True
+    rewritten = path.read_text()
+    for comment in (
+        "# the demo's users: keep this note",
+        "# the operator",
+        "# rotated monthly",
+        "# federation",
+    ):
+        assert comment in rewritten
+    db = UsersDB.load(path)
+    assert db.verify("alice", "new-pw") and db.verify("bob", "bob-pw")
+    assert db.get("bob") == User("bob", None, ("monitoring",))
+    assert db.credentials == {"peering": "plain"}
+
+
+def test_tags_are_set_replaced_and_removed(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    set_password(path, "alice", "pw", tags=["administrator", "monitoring", "administrator"])
+    assert UsersDB.load(path).get("alice").tags == ("administrator", "monitoring")  # type: ignore[union-attr]
+    set_password(path, "alice", "pw")  # tags not given: kept
+    assert UsersDB.load(path).get("alice").tags == ("administrator", "monitoring")  # type: ignore[union-attr]
+    set_password(path, "alice", "pw", tags=["monitoring"])
+    assert UsersDB.load(path).get("alice").tags == ("monitoring",)  # type: ignore[union-attr]
+    set_password(path, "alice", "pw", tags=[])
+    assert "tags" not in path.read_text()
+    with pytest.raises(ValueError, match="unknown tag 'root' \\(known: administrator, monitoring\\)"):
+        set_password(path, "alice", "pw", tags=["root"])

@@ -1,14 +1,18 @@
 """The pieces of `amq-gateway up` that need no node: the traffic verdict, which hosts are this
-machine's, and the serve command line of a node."""
+machine's, the serve command line of a node, its ready line, and removing what `up` keeps."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from topology.model import Node
+from gateway.ready import READY, ready_address
+from gateway.store.opening import lock_data_dir
+from topology.fresh import InUse, remove_state
+from topology.model import Node, Topology
 from topology.processes import is_local, serve_command
 from topology.traffic import TrafficReport
 
@@ -62,3 +66,35 @@ def test_serve_command_names_the_node_its_data_and_users() -> None:
         *("-m", "gateway.cli", "serve", "--name", "hub-eu", "--host", "127.0.0.1", "--port", "5701"),
         *("--data-dir", "var/hub-eu", "--users", "/etc/amq/users.toml"),
     ]
+
+
+def test_the_ready_line_is_found_for_its_own_node_only() -> None:
+    log = "2026-01-01 INFO gateway: starting\n2026-01-01 INFO gateway.node: " + READY % (
+        "alpha",
+        "[::1]:5711",
+    )
+    assert ready_address(log, "alpha") == "[::1]:5711"
+    assert ready_address(log, "alph") is None
+    assert ready_address(log.replace("ready", "read"), "alpha") is None
+
+
+def test_clean_removes_the_local_nodes_state_but_never_a_running_nodes(tmp_path: Path) -> None:
+    nodes = {
+        "a": Node("a", "127.0.0.1", 1),
+        "b": Node("b", "127.0.0.1", 2),
+        "far": Node("far", "192.0.2.1", 3),
+        "new": Node("new", "127.0.0.1", 4),
+    }
+    topology = Topology("t", "", nodes=nodes)
+    for name in ("a", "b", "far"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "node.log").write_text("old run\n")
+    held = lock_data_dir(tmp_path / "b")  # as the node running on it holds it
+    try:
+        with pytest.raises(InUse, match=f"not removing {tmp_path / 'b'}: data dir .* in use by another node"):
+            remove_state(topology, tmp_path)
+        assert (tmp_path / "a" / "node.log").exists()  # nothing is removed when one is in use
+    finally:
+        os.close(held)
+    assert remove_state(topology, tmp_path) == [tmp_path / "a", tmp_path / "b"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["far"]
