@@ -202,11 +202,11 @@ class Attachment:
     # -- the outbox's limit -----------------------------------------------------------------
 
     def _hold_if_full(self, outbox: Queue, publisher: int) -> None:
-        """With the block policy, a publish that finds the outbox full holds its publisher
-        (the server stops reading from its connection; Connection.Blocked tells it why).
-        The message itself is kept: the limit is exceeded by at most one per connection."""
+        """With the block policy, the publish that fills the outbox holds its publisher (the
+        server reads nothing more from its connection; Connection.Blocked tells it why), so
+        the outbox stops at its limit. The message is about to join the outbox: it counts."""
         config = self.config
-        if config.outbox_policy != "block" or len(outbox.ready) < config.outbox_limit:
+        if config.outbox_policy != "block" or len(outbox.ready) + 1 < config.outbox_limit:
             return
         if self._gate is None:
             self._gate = Hold(

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import trio
 
 from federation.address import BrokerAddress
-from federation.management_client import EXIT_FAILED, ManagementFailed
+from federation.management_client import CONNECT_FAILED, EXIT_FAILED, ManagementFailed
 
 
 def broker_address(text: str) -> BrokerAddress:
@@ -61,12 +61,15 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def run(command: Callable[[], Awaitable[int]]) -> int:
+def run(command: Callable[[], Awaitable[int]], hint: str) -> int:
     """Run a command under Trio and turn a reported failure into qpid's line and exit status:
-    `Failed: <kind> - <message>` on stderr, exit 1."""
+    `Failed: <kind> - <message>` on stderr, exit 1. A node that could not be reached at all
+    gets `hint` appended: how this CLI is told another address."""
     try:
         return trio.run(command)
     except ManagementFailed as failure:
+        if failure.kind == CONNECT_FAILED:
+            failure = ManagementFailed(failure.kind, f"{failure.message} {hint}")
         report(failure)
         return EXIT_FAILED
 

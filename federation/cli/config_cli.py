@@ -287,4 +287,4 @@ def main(argv: Sequence[str] | None = None, connect: ClientFactory = ManagementC
     """The amq-config console script; `connect` is replaced by a fake node in unit tests."""
     args = parse(build_parser(), argv)
     context = Context(args.broker, args.timeout, connect)
-    return run(partial(args.handler, context, args))
+    return run(partial(args.handler, context, args), hint="use -a HOST:PORT")

@@ -561,4 +561,4 @@ def main(
     args = parse(build_parser(mounts), argv)
     check(args)
     context = Context(options_of(args), connect)
-    return run(partial(args.handler, context, args))
+    return run(partial(args.handler, context, args), hint="name the node as HOST:PORT")

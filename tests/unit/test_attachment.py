@@ -84,13 +84,14 @@ def test_identical_local_bindings_make_one_remote_binding() -> None:
 
 def test_a_full_outbox_holds_its_publisher_until_it_drains() -> None:
     client, attachment = attached("fanout", outbox_limit=3)
-    for _ in range(3):
+    for _ in range(2):
         client.publish("amq.data", "k")
     assert client.session.hold is None
-    client.publish("amq.data", "k")  # finds it full: kept, and its publisher is held
+    client.publish("amq.data", "k")  # fills it: kept, and its publisher is held
     assert client.session.hold is not None
     assert "federation outbox of exchange 'amq.data' is full (3 messages" in client.session.hold.reason
-    assert depths(client) == (0, 4)
+    assert depths(client) == (0, 3)
+    assert attachment.record("Waiting", "")["outbox"]["messages"] == 3
     client.call(commands.Queue.Purge(queue="federation.outbox.amq.data"))
     attachment.drained()
     assert attachment._gate is None

@@ -46,7 +46,9 @@ class FakeNode:
     async def connect(self, address: BrokerAddress, timeout: float) -> AsyncIterator[FakeNode]:
         self.reached.append((address, timeout))
         if address.port != 5672:
-            raise ManagementFailed("ConnectFailed", "Connection refused")
+            raise ManagementFailed(
+                "ConnectFailed", f"cannot connect to {address}: Connection refused; is a node running there?"
+            )
         yield self
 
     def run(self, *argv: str) -> int:
@@ -209,7 +211,10 @@ def test_refusals_and_unreachable_nodes_exit_1(node: FakeNode, capsys: pytest.Ca
         "Failed: PRECONDITION_FAILED - queue 'public' in vhost '/' not empty\n",
     )
     assert node.run("-a", "localhost:10009", "exchanges") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        "Failed: ConnectFailed - cannot connect to localhost:10009: Connection refused; is a node running there? use -a HOST:PORT\n",
+    )
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,9 @@ from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire.content import Content
 from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
 
+#: What amq-route adds to a failure to reach a node.
+HINT = "name the node as HOST:PORT"
+
 SEED_ROUTE_MAP = """
 Finding Linked Brokers:
 localhost:10003... Ok
@@ -169,7 +172,9 @@ class FakeNetwork:
         self.connected.append((address, timeout))
         node = self.nodes.get(str(BrokerAddress(address.host, address.port)))
         if node is None:
-            raise ManagementFailed("ConnectFailed", "Connection refused")
+            raise ManagementFailed(
+                "ConnectFailed", f"cannot connect to {address}: Connection refused; is a node running there?"
+            )
         yield node
 
     def run(self, *argv: str) -> int:
@@ -464,7 +469,7 @@ def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture
         "a:1... Ok\n"
         "b:2... Ok\n"
         "c:3... Ok\n"
-        "d:4... Failed: ConnectFailed - Connection refused\n"
+        "d:4... Failed: ConnectFailed - cannot connect to d:4: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
         "\n"
@@ -485,7 +490,11 @@ def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture
 
 def test_route_map_fails_when_the_first_node_is_down(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("route", "map", "a:1") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to a:1: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str]) -> None:
@@ -504,7 +513,7 @@ def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str
         "a:1... Ok\n"
         "b:2... Ok\n"
         "c:3... Ok\n"
-        "e:5... Failed: ConnectFailed - Connection refused\n"
+        "e:5... Failed: ConnectFailed - cannot connect to e:5: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
         "\n"
@@ -780,7 +789,11 @@ def test_federating_a_node_to_itself_is_refused(capsys: pytest.CaptureFixture[st
 
 def test_federate_to_an_unreachable_child(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("federate", "add", "child", "parent", "amq.data") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to child:5672: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_federate_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -808,7 +821,11 @@ def test_federate_list_of_a_node_without_federations(capsys: pytest.CaptureFixtu
 
 def test_unreachable_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("link", "list", "localhost:10001") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to localhost:10001: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_a_refused_request_prints_the_nodes_kind_and_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -1004,7 +1021,9 @@ async def test_connect_reports_client_errors_by_class(monkeypatch: pytest.Monkey
     with pytest.raises(ManagementFailed) as raised:
         async with ManagementClient.connect(BrokerAddress("a", 5672), 1.0):
             pass
-    assert str(raised.value) == "ConnectFailed - Connection refused"
+    assert str(raised.value) == (
+        "ConnectFailed - cannot connect to a:5672: Connection refused; is a node running there?"
+    )
 
 
 async def test_connect_unwraps_a_single_failure_from_the_connections_nursery(
