@@ -178,20 +178,44 @@ link_list = partial(print_table, "links.list", formatting.link_table)
 
 
 async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
-    """dynamic/route/queue add: the link first if missing, then the route unless it exists."""
+    """dynamic/route/queue add: unless the route exists, check its far end, then add the link
+    if missing and the route."""
     node, peer = context.ends(args.dest, args.src)
+    refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
-        await ensure_link(context, client, node, peer)
         routes = await client.call("routes.list")
         if any(spec.matches(route, endpoint(peer)) for route in routes):
             if context.options.quiet:
                 return 0
             print(f"Duplicate Route - ignoring: {spec.describe()}", file=sys.stderr)
             return EXIT_FAILED
+        await check_far_end(context, spec, peer)
+        await ensure_link(context, client, node, peer)
         arrow = "=>" if context.options.route.src_local else "<="
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
         await client.call(*route_add(spec, peer, context.options.route))
     return 0
+
+
+async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> None:
+    """What the route needs on the peer must be there, as the node checks what it needs on
+    itself: the source exchange or queue of a pulled route, the destination exchange of a
+    pushed one (NOT_FOUND otherwise, and nothing is added). A peer that cannot be read (down,
+    not a gateway node, no management rights for this login) is not checked: the route is
+    added and its state says what it meets once the link is up."""
+    push = context.options.route.src_local
+    kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
+    try:
+        async with context.client(peer) as client:
+            records = await client.call(f"{kind}s.list")
+    except ManagementFailed as failure:
+        context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
+        return
+    if not any(record["name"] == name for record in records):
+        role = "destination exchange" if push else f"source {kind}"
+        raise ManagementFailed(
+            "NOT_FOUND", f"no {kind} '{name}' on {endpoint(peer)}: the route's {role} must exist there"
+        )
 
 
 async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:

@@ -53,6 +53,9 @@ class FakeNode:
     federations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     refusals: dict[str, ManagementFailed] = field(default_factory=dict)
+    #: What a route's far end is checked against: the exchanges and queues the node has.
+    exchanges: list[str] = field(default_factory=lambda: ["amq.topic", "amq.fanout", "fed.topic"])
+    queues: list[str] = field(default_factory=lambda: ["public"])
 
     async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
         arguments = arguments or {}
@@ -84,6 +87,12 @@ class FakeNode:
     def links_delete(self, host: str, port: int) -> None:
         self.links = [link for link in self.links if (link["host"], link["port"]) != (host, port)]
         self.routes = [route for route in self.routes if peer(route) != str(BrokerAddress(host, port))]
+
+    def exchanges_list(self) -> list[dict[str, Any]]:
+        return [{"name": name} for name in self.exchanges]
+
+    def queues_list(self) -> list[dict[str, Any]]:
+        return [{"name": name} for name in self.queues]
 
     def routes_list(self) -> list[dict[str, Any]]:
         return [dict(route) for route in self.routes]
@@ -347,8 +356,40 @@ def test_verbose_route_add_says_what_it_does(capsys: pytest.CaptureFixture[str])
     net = FakeNetwork("a:5672")
     assert net.run("-v", "route", "add", "a", "b", "amq.topic", "global.#") == 0
     assert capsys.readouterr().out == (
+        "Not checking b:5672 (ConnectFailed - cannot connect to b:5672: Connection refused; is a node "
+        "running there?): the route waits for it\n"
         "Adding link a:5672 -> b:5672\nAdding exchange route a:5672 <= b:5672 amq.topic(global.#)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("queue", "add", "a", "b", "amq.fanout", "missing"),
+            "no queue 'missing' on b:5672: the route's source queue must exist there",
+        ),
+        (
+            ("dynamic", "add", "a", "b", "fed.other"),
+            "no exchange 'fed.other' on b:5672: the route's source exchange must exist there",
+        ),
+        (
+            ("route", "add", "a", "b", "fed.other", "k"),
+            "no exchange 'fed.other' on b:5672: the route's source exchange must exist there",
+        ),
+        (
+            ("-s", "route", "add", "b", "a", "fed.other", "k"),
+            "no exchange 'fed.other' on b:5672: the route's destination exchange must exist there",
+        ),
+    ],
+)
+def test_a_route_whose_far_end_is_missing_is_refused_before_anything_is_added(
+    argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run(*argv) == 1
+    assert capsys.readouterr() == ("", f"Failed: NOT_FOUND - {message}\n")
+    assert (net["a:5672"].links, net["a:5672"].routes) == ([], [])
 
 
 # -- duplicates, deletes and -e ---------------------------------------------------------------
