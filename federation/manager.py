@@ -31,6 +31,7 @@ from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
+from federation.health import combined
 from federation.link import Link
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
@@ -244,7 +245,12 @@ class Federation:
     # -- routes -----------------------------------------------------------------------------
 
     def list_routes(self) -> list[dict[str, Any]]:
-        return [route.record() for peer in self._peers.values() for route in peer.routes]
+        """Each route's record, its state folded with its link's (federation.health)."""
+        records = []
+        for peer in self._peers.values():
+            link = peer.link.snapshot()
+            records += [{**route.record(), **combined(route.health, link)} for route in peer.routes]
+        return records
 
     def add_route(
         self,

@@ -210,8 +210,9 @@ class Comparison(NamedTuple):
 
 
 def _down(record: Mapping[str, Any]) -> str:
-    """`down (<state>: <last error>)` for a link or peering not Operational, else ""."""
-    if record.get("state") == OPERATIONAL:
+    """`down (<state>: <last error>)` for a link, route or peering not Operational, else ""
+    (also for a route of a node too old to report its state)."""
+    if record.get("state", OPERATIONAL) == OPERATIONAL:
         return ""
     error = record.get("last_error") or ""
     return f"down ({record.get('state')}: {error})" if error else f"down ({record.get('state')})"
@@ -331,17 +332,20 @@ def compare_views(
             marker = tally.mark(where, _down(record) if where is None else "")
             links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
         for record, where in _pair(wanted.routes, view.routes if view is not None else None, _route_identity):
-            marker = tally.mark(where)
+            # A live route that is not forwarding (its source gone, its link down) is drift.
+            marker = tally.mark(where, _down(record) if where is None else "")
             if record["kind"] == "dynamic":
                 pairs = dynamic.setdefault(record["exchange"], {})
                 pairs[(formatting.route_peer(record), here)] = marker
             else:
-                static.append(_marked(formatting.static_route_line(here, record), marker))
+                line = formatting.static_route_line(here, record) + formatting.route_status(record)
+                static.append(_marked(line, marker))
         for record, where in _pair(
             wanted.federations, view.federations if view is not None else None, _federation_identity
         ):
             marker = tally.mark(where, _down(record) if where is None else "")
-            federations.append(_marked(formatting.federation_line(here, record), marker))
+            line = formatting.federation_line(here, record) + formatting.federation_status(record)
+            federations.append(_marked(line, marker))
     lines = ["", "Reading Brokers:", *probes, "", "Links:"]
     lines += ["", *links] if links else ["none found"]
     lines += ["", *_dynamic_lines(dynamic), ""]

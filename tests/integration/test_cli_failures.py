@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import trio
 
-from tests.integration.test_federation_routes import at, cli
+from tests.integration.test_federation_routes import at, cli, publish, route
 from tests.nodes import NodeProcess, free_port
 
 
@@ -47,3 +47,52 @@ async def test_a_route_whose_source_is_missing_is_refused(nodes: Callable[..., N
         )
         assert (await cli("amq-route", "link", "list", at(a)))[1] == "No Links Found\n"
         assert (await cli("amq-route", "route", "list", at(a)))[1] == ""
+
+
+async def until_output(contains: str, *args: str) -> str:
+    """Run amq-route until its output contains `contains`; the caller bounds the wait."""
+    while True:
+        status, out, err = await cli("amq-route", *args)
+        assert status == 0, err
+        if contains in out:
+            return out
+        await trio.sleep(0.2)
+
+
+async def test_a_route_shows_its_state_and_traffic_and_fails_when_its_source_goes(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(60):
+        status, _, err = await cli("amq-config", "-a", at(b), "add", "queue", "public")
+        assert status == 0, err
+        status, _, err = await cli("amq-route", "queue", "add", at(a), at(b), "amq.fanout", "public")
+        assert status == 0, err
+        await until_output("[Operational; 0 messages, 0 bytes]", "route", "list", at(a))
+        await publish(b, "", "public", [b"one", b"two"])
+        listed = await until_output("[Operational; 2 messages, 6 bytes]", "route", "list", at(a))
+        assert listed == f"{at(a)} {at(b)} amq.fanout   [Operational; 2 messages, 6 bytes]\n"
+
+        status, _, err = await cli("amq-config", "-a", at(b), "del", "queue", "public", "--force")
+        assert status == 0, err
+        # First its consumer is cancelled; the retry (2 s later) finds no queue.
+        listed = await until_output("no queue 'public'", "route", "list", at(a))
+        assert "[Failed since " in listed and listed.endswith("; 2 messages, 6 bytes]\n")
+        route_map = await route("route", "map", at(a))
+        assert f"{at(a)}(ex=amq.fanout) <= {at(b)}(queue=public)  [Failed since " in route_map
+
+
+async def test_a_federation_whose_parent_lacks_the_exchange_is_failed(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    parent, child = nodes("parent"), nodes("child")
+    with trio.fail_after(60):
+        status, _, err = await cli("amq-config", "-a", at(child), "add", "exchange", "topic", "fed.lonely")
+        assert status == 0, err
+        await route("federate", "add", at(child), at(parent), "fed.lonely")
+        listing = await until_output("Failed", "federate", "list", at(child))
+        row = listing.splitlines()[2]
+        assert row.split()[4] == "Failed", row
+        assert f"exchange 'fed.lonely' does not exist on {at(parent)} (since " in row
+        route_map = await route("route", "map", at(child))
+        assert "fed.lonely (fanout)  [Failed since " in route_map
