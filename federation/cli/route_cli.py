@@ -144,9 +144,16 @@ async def ensure_link(context: Context, client: Client, node: BrokerAddress, pee
 
 
 async def add_link(context: Context, args: argparse.Namespace) -> int:
+    """Add the link; an existing one is sent the credentials given, and says whether it took
+    them (a link with other credentials reconnects with these, which is worth saying)."""
     node, peer = context.ends(args.dest, args.src)
     async with context.client(node) as client:
-        await ensure_link(context, client, node, peer)
+        refuse_itself(node, peer, "linking")
+        if await find_link(client, peer) is None:
+            context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
+        record = await client.call(*link_add(peer, context.options.route))
+    if record and record.get("change") == "updated":
+        print(f"Updated link {endpoint(node)} -> {endpoint(peer)}: it logs in as '{peer.username}' now")
     return 0
 
 

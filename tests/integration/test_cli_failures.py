@@ -96,3 +96,19 @@ async def test_a_federation_whose_parent_lacks_the_exchange_is_failed(
         assert f"exchange 'fed.lonely' does not exist on {at(parent)} (since " in row
         route_map = await route("route", "map", at(child))
         assert "fed.lonely (fanout)  [Failed since " in route_map
+
+
+async def test_link_add_again_with_other_credentials_updates_the_link(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(40):
+        # The route's link is made with the wrong password (and B not checked: refused too).
+        assert await route("route", "add", at(a), f"guest/wrong@{at(b)}", "amq.topic", "k") == ""
+        await until_output("Failed", "link", "list", at(a))
+        await until_output("[Failed since ", "route", "list", at(a))
+        updated = await route("link", "add", at(a), f"guest/guest@{at(b)}")
+        assert updated == f"Updated link {at(a)} -> {at(b)}: it logs in as 'guest' now\n"
+        await until_output("Operational", "link", "list", at(a))
+        await until_output("[Operational; ", "route", "list", at(a))  # the route moved with it
+        assert await route("link", "add", at(a), f"guest/guest@{at(b)}") == ""

@@ -56,6 +56,8 @@ class FakeNode:
     #: What a route's far end is checked against: the exchanges and queues the node has.
     exchanges: list[str] = field(default_factory=lambda: ["amq.topic", "amq.fanout", "fed.topic"])
     queues: list[str] = field(default_factory=lambda: ["public"])
+    #: Each link's (user, password), by (host, port).
+    logins: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
         arguments = arguments or {}
@@ -69,20 +71,25 @@ class FakeNode:
 
     def links_add(
         self, host: str, port: int, username: str, password: str, durable: bool, transport: str
-    ) -> None:
-        if not any(link["host"] == host and link["port"] == port for link in self.links):
-            self.links.append(
-                {
-                    "host": host,
-                    "port": port,
-                    "transport": transport,
-                    "durable": durable,
-                    "state": "Operational",
-                    "last_error": "",
-                    "connected_since": 0,
-                    "reconnects": 0,
-                }
-            )
+    ) -> dict[str, Any]:
+        """As federation.manager: an existing link takes other credentials ("updated")."""
+        known = self.logins.get((host, port))
+        self.logins[(host, port)] = (username, password)
+        for link in self.links:
+            if link["host"] == host and link["port"] == port:
+                return {**link, "change": "unchanged" if known == (username, password) else "updated"}
+        record = {
+            "host": host,
+            "port": port,
+            "transport": transport,
+            "durable": durable,
+            "state": "Operational",
+            "last_error": "",
+            "connected_since": 0,
+            "reconnects": 0,
+        }
+        self.links.append(record)
+        return {**record, "change": "added"}
 
     def links_delete(self, host: str, port: int) -> None:
         self.links = [link for link in self.links if (link["host"], link["port"]) != (host, port)]
@@ -282,12 +289,17 @@ def test_link_add_sends_the_peer_and_its_credentials_to_the_destination() -> Non
     }
 
 
-def test_link_add_of_an_existing_link_changes_nothing() -> None:
+def test_link_add_of_an_existing_link_sends_its_login_and_says_if_it_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     net = FakeNetwork("dest:5672")
     net.run("link", "add", "dest", "src")
     net["dest:5672"].requests.clear()
     assert net.run("-d", "link", "add", "dest", "src") == 0
-    assert methods(net["dest:5672"]) == ["links.list"]
+    assert methods(net["dest:5672"]) == ["links.list", "links.add"]
+    assert capsys.readouterr() == ("", "")
+    assert net.run("link", "add", "dest", "admin/secret@src") == 0
+    assert capsys.readouterr() == ("Updated link dest:5672 -> src:5672: it logs in as 'admin' now\n", "")
 
 
 def test_src_local_sends_to_the_source_which_links_to_the_destination() -> None:
