@@ -8,8 +8,8 @@ returning the exit status, and reaches the node only through the Context's clien
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -41,20 +41,39 @@ amq-config [OPTIONS]
 DESCRIPTION = """\
 Show and change a node's exchanges, queues and bindings. Without a command: a summary.
 
-Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest).
+Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest),
+or amqp://user:password@host:port/vhost.
 Options may come before or after the command."""
 
 
 @dataclass(frozen=True)
 class Context:
-    """What every command needs: the node, the timeout and how to reach it."""
+    """What every command needs: the node, the vhost (None: the node's default, "/"), the
+    timeout and how to reach the node."""
 
     broker: BrokerAddress
     timeout: float
     connect: ClientFactory
+    vhost: str | None = None
 
-    def client(self) -> AbstractAsyncContextManager[Client]:
-        return self.connect(self.broker, self.timeout)
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[Client]:
+        """A management client whose requests name the vhost, when one was given."""
+        async with self.connect(self.broker, self.timeout) as client:
+            yield client if self.vhost is None else InVhost(client, self.vhost)
+
+
+@dataclass(frozen=True)
+class InVhost:
+    """A client whose requests (all but node.info, which has no vhost) go to one vhost."""
+
+    client: Client
+    vhost: str
+
+    async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
+        if method != "node.info":
+            arguments = {**(arguments or {}), "vhost": self.vhost}
+        return await self.client.call(method, arguments)
 
 
 def matching(records: Sequence[formatting.Record], text: str | None) -> list[formatting.Record]:
@@ -172,6 +191,11 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
         help=f"the node to manage (default localhost:{DEFAULT_PORT})",
     )
     parser.add_argument(
+        "--vhost",
+        default=default(None, main),
+        help="the vhost to show or change (default: the address URL's, else /)",
+    )
+    parser.add_argument(
         "-t",
         "--timeout",
         type=timeout_seconds,
@@ -286,5 +310,5 @@ async def binding(method: str, context: Context, args: argparse.Namespace) -> in
 def main(argv: Sequence[str] | None = None, connect: ClientFactory = ManagementClient.connect) -> int:
     """The amq-config console script; `connect` is replaced by a fake node in unit tests."""
     args = parse(build_parser(), argv)
-    context = Context(args.broker, args.timeout, connect)
+    context = Context(args.broker, args.timeout, connect, args.vhost or args.broker.vhost)
     return run(partial(args.handler, context, args), hint="use -a HOST:PORT")

@@ -18,7 +18,7 @@ class FakeNode:
     """Canned lists, recorded requests, and refusals by method."""
 
     def __init__(self) -> None:
-        self.records: dict[str, list[dict[str, Any]]] = {
+        self.records: dict[str, Any] = {
             "exchanges.list": [
                 exchange("", "direct", durable=True),
                 exchange("amq.direct", "direct", durable=True),
@@ -81,6 +81,21 @@ def test_broker_address_and_timeout(node: FakeNode) -> None:
         (BrokerAddress("node-b", 5672, "admin", "pw"), 3.0),
         (BrokerAddress("node-b", 5672), 4.0),
     ]
+
+
+def test_vhost_from_the_option_or_the_url_names_every_request_but_node_info(node: FakeNode) -> None:
+    node.records["node.info"] = {"name": "n", "connections": 0}
+    assert node.run("--vhost", "prod", "add", "queue", "orders") == 0
+    assert node.run("-a", "amqp://admin:pw@localhost:5672/sales", "exchanges") == 0
+    assert node.run("-a", "amqp://localhost/sales", "--vhost", "prod", "node") == 0
+    assert node.run("-a", "amqp://localhost/%2F", "queues") == 0
+    assert node.requests == [
+        ("queues.add", {"name": "orders", "durable": False, "arguments": {}, "vhost": "prod"}),
+        ("exchanges.list", {"vhost": "sales"}),
+        ("node.info", {}),
+        ("queues.list", {"vhost": "/"}),
+    ]
+    assert node.reached[1][0] == BrokerAddress("localhost", 5672, "admin", "pw", "sales")
 
 
 def test_queues_with_a_filter(node: FakeNode, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,12 @@
-"""What amq-route and amq-config say when something does not work, run as an operator runs
-them (console scripts against real node processes on loopback): every failure is one clear
-line on stderr and exit 1, never a silent exit 0. Every wait is bounded."""
+"""amq-route and amq-config run as an operator runs them (console scripts against real node
+processes on loopback): every failure is one clear line on stderr and exit 1, never a silent
+exit 0; routes and federations show whether they forward; any vhost, any address form. Every
+wait is bounded."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
@@ -112,3 +114,19 @@ async def test_link_add_again_with_other_credentials_updates_the_link(
         await until_output("Operational", "link", "list", at(a))
         await until_output("[Operational; ", "route", "list", at(a))  # the route moved with it
         assert await route("link", "add", at(a), f"guest/guest@{at(b)}") == ""
+
+
+async def test_amq_config_reaches_other_vhosts_by_option_or_url(
+    nodes: Callable[..., NodeProcess], tmp_path: Path
+) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nvhosts = ["prod"]\n')
+    node = nodes("V", "--config", str(config))
+    url = f"amqp://guest:guest@127.0.0.1:{node.port}/prod"
+    with trio.fail_after(30):
+        status, _, err = await cli("amq-config", "-a", url, "add", "queue", "in-prod")
+        assert status == 0, err
+        status, out, err = await cli("amq-config", "-a", at(node), "--vhost", "prod", "queues")
+        assert status == 0 and "in-prod" in out, err
+        status, out, err = await cli("amq-config", "-a", at(node), "queues")
+        assert status == 0 and "in-prod" not in out, err
