@@ -16,7 +16,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli.common import broker_address, count, default, parse, run, timeout_seconds
+from federation.cli.common import Parser, broker_address, count, default, parse, run, timeout_seconds
 from federation.management_client import Client, ClientFactory, ManagementClient
 from gateway.names import DEFAULT_PORT
 
@@ -179,8 +179,14 @@ def binding_arguments(args: argparse.Namespace) -> dict[str, Any]:
 Command = Callable[[Context, argparse.Namespace], Awaitable[int]]
 
 
-def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
-    """The global options, on the main parser (main=True) and on every command's parser."""
+def add_options(
+    parser: argparse.ArgumentParser, main: bool, *, vhost: bool = True, bindings: bool = False
+) -> None:
+    """The global options on the main parser (main=True, all of them) and on a command's
+    parser: -a and -t on every one, --vhost on those that touch a vhost's contents, -b on the
+    listings (a command's --help shows only what it takes; any other is a usage error after
+    the command, and accepted before it, as qpid-config did)."""
+    bindings = bindings or main
     parser.add_argument(
         "-a",
         "--broker-addr",
@@ -190,11 +196,12 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
         default=default(broker_address(f"localhost:{DEFAULT_PORT}"), main),
         help=f"the node to manage (default localhost:{DEFAULT_PORT})",
     )
-    parser.add_argument(
-        "--vhost",
-        default=default(None, main),
-        help="the vhost to show or change (default: the address URL's, else /)",
-    )
+    if vhost:
+        parser.add_argument(
+            "--vhost",
+            default=default(None, main),
+            help="the vhost to show or change (default: the address URL's, else /)",
+        )
     parser.add_argument(
         "-t",
         "--timeout",
@@ -203,17 +210,18 @@ def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
         default=default(10.0, main),
         help="how long to wait for the node (seconds, 0: no limit; default 10)",
     )
-    parser.add_argument(
-        "-b",
-        "--bindings",
-        action="store_true",
-        default=default(False, main),
-        help="show bindings in the exchange or queue list",
-    )
+    if bindings:
+        parser.add_argument(
+            "-b",
+            "--bindings",
+            action="store_true",
+            default=default(False, main),
+            help="show bindings in the exchange or queue list",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="amq-config",
         usage=USAGE,
         description=DESCRIPTION,
@@ -225,20 +233,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="command", prog="amq-config")
 
     def command(
-        actions: argparse._SubParsersAction, name: str, handler: Command, help_text: str
+        actions: argparse._SubParsersAction, name: str, handler: Command, help_text: str, **options: bool
     ) -> argparse.ArgumentParser:
         leaf = actions.add_parser(name, help=help_text, description=help_text)
-        add_options(leaf, main=False)
+        add_options(leaf, main=False, **options)
         leaf.set_defaults(handler=handler, parser=leaf)
         return leaf
 
-    command(commands, "node", show_node, "show the node: connections, memory and disk alarms")
-    command(commands, "exchanges", list_exchanges, "list exchanges (-b: with their bindings)").add_argument(
-        "filter", nargs="?", metavar="filter-string", help="only names containing this"
-    )
-    command(commands, "queues", list_queues, "list queues (-b: with their bindings)").add_argument(
-        "filter", nargs="?", metavar="filter-string", help="only names containing this"
-    )
+    command(commands, "node", show_node, "show the node: connections, memory and disk alarms", vhost=False)
+    command(
+        commands, "exchanges", list_exchanges, "list exchanges (-b: with their bindings)", bindings=True
+    ).add_argument("filter", nargs="?", metavar="filter-string", help="only names containing this")
+    command(
+        commands, "queues", list_queues, "list queues (-b: with their bindings)", bindings=True
+    ).add_argument("filter", nargs="?", metavar="filter-string", help="only names containing this")
 
     add = commands.add_parser(
         "add", help="add an exchange or a queue", description="add an exchange or a queue"

@@ -130,3 +130,16 @@ async def test_amq_config_reaches_other_vhosts_by_option_or_url(
         assert status == 0 and "in-prod" in out, err
         status, out, err = await cli("amq-config", "-a", at(node), "queues")
         assert status == 0 and "in-prod" not in out, err
+
+
+async def test_a_usage_error_says_what_is_wrong_on_its_first_line() -> None:
+    with trio.fail_after(30):
+        status, out, err = await cli("amq-route", "link", "add", "localhost:1")
+        assert (status, out) == (2, "")
+        assert (
+            err.splitlines()[0]
+            == "amq-route link add: error: the following arguments are required: src-broker"
+        )
+        status, out, err = await cli("amq-config", "node", "--bindings")
+        assert (status, out) == (2, "")
+        assert err.splitlines()[0] == "amq-config node: error: unrecognized arguments: --bindings"

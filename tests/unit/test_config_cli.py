@@ -260,8 +260,10 @@ def test_usage_errors_exit_2(
     with pytest.raises(SystemExit) as exited:
         node.run(*argv)
     assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(usage) and message in err
+    first, *rest = capsys.readouterr().err.splitlines()
+    # The line that matters first, then the command's usage.
+    assert first.startswith(usage.removeprefix("usage: ") + ": error: ") and message in first
+    assert rest[0].startswith(usage)
     assert node.reached == []
 
 
@@ -286,3 +288,14 @@ def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture
         config_cli.main([*command, "--help"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: amq-config")
+
+
+def test_each_commands_help_shows_only_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    shown = {}
+    for command in (["node"], ["queues"], ["add", "queue"]):
+        with pytest.raises(SystemExit):
+            config_cli.main([*command, "--help"])
+        shown[command[-1]] = capsys.readouterr().out
+    assert "--vhost" not in shown["node"] and "--bindings" not in shown["node"]
+    assert "--vhost" in shown["queues"] and "--bindings" in shown["queues"]
+    assert "--vhost" in shown["queue"] and "--bindings" not in shown["queue"]

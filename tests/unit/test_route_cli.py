@@ -745,7 +745,7 @@ def test_federate_add_names_the_types_when_refusing_one(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as exited:
         FakeNetwork("child:5672").run("federate", "add", "child", "parent", "amq.data", "--type=fan")
     assert exited.value.code == 2
-    choices = capsys.readouterr().err.splitlines()[-1].partition("(choose from ")[2]
+    choices = capsys.readouterr().err.splitlines()[0].partition("(choose from ")[2]
     assert choices.replace("'", "") == "subscriber, publisher, locator, fanout, service, data)"
 
 
@@ -934,7 +934,7 @@ def test_timeout_is_given_to_the_client_factory() -> None:
         (
             ["dynamic", "del", "a", "b", "x", "-s"],
             "usage: amq-route dynamic del",
-            "--src-local is not permitted",
+            "unrecognized arguments: -s",
         ),
         (["--timeout", "soon", "route", "list"], "usage: amq-route", "'soon' is not a number"),
         (
@@ -959,8 +959,10 @@ def test_usage_errors_exit_2_with_the_commands_usage(
     with pytest.raises(SystemExit) as exited:
         net.run(*argv)
     assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(usage) and message in err
+    first, *rest = capsys.readouterr().err.splitlines()
+    # The line that matters first, then the command's usage.
+    assert first.startswith(usage.removeprefix("usage: ") + ": error: ") and message in first
+    assert rest[0].startswith(usage)
     assert net.connected == []
 
 
@@ -994,7 +996,29 @@ def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert out.startswith("usage: amq-route")
     if len(command) == 2:
-        assert "--timeout SECS" in out and "--src-local" in out
+        # Only the options the command takes.
+        assert "--timeout SECS" in out
+        assert ("--src-local" in out) == (
+            command[0] in ("link", "route", "queue") and command[1] in ("add", "del")
+        )
+        assert ("--ack" in out) == (command[1] == "add" and command[0] != "link" and command[0] != "federate")
+
+
+def test_a_usage_error_prints_its_line_first_and_an_option_of_another_command_is_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        route_cli.main(["link", "list", "localhost", "--durable"])
+    assert capsys.readouterr().err == (
+        "amq-route link list: error: unrecognized arguments: --durable\n"
+        "usage: amq-route link list [-h] [--timeout SECS] [broker]\n"
+    )
+    with pytest.raises(SystemExit):
+        route_cli.main([])
+    assert capsys.readouterr().err.startswith(
+        "amq-route: error: the following arguments are required: {link,dynamic,route,queue,federate}\n"
+        "usage: amq-route [OPTIONS] link add"
+    )
 
 
 # -- the management client --------------------------------------------------------------------
