@@ -123,6 +123,22 @@ def rabbitmq_installed() -> bool:
     return RABBITMQ_SCRIPT.exists() and shutil.which("epmd") is not None
 
 
+def install_rabbitmq() -> None:
+    """Install Debian's rabbitmq-server (as root, or through sudo) for the peer measurements;
+    its service is not used (each run starts its own node), so it is stopped if apt started it."""
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    print("benchmarks: installing rabbitmq-server with apt-get", file=sys.stderr)
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "rabbitmq-server"]):
+        result = subprocess.run([*sudo, *command], env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BrokerUnavailable(
+                f"rabbitmq-server is not installed and `{' '.join(command)}` failed:"
+                f" {result.stderr.strip()[-500:]}"
+            )
+    subprocess.run([*sudo, "service", "rabbitmq-server", "stop"], capture_output=True)
+
+
 @contextmanager
 def rabbitmq(workdir: Path, plugins: tuple[str, ...] = ()) -> Iterator[RunningBroker]:
     """A throwaway RabbitMQ node with its own mnesia, logs, node name, ports and epmd.
@@ -133,7 +149,7 @@ def rabbitmq(workdir: Path, plugins: tuple[str, ...] = ()) -> Iterator[RunningBr
     Several nodes side by side each get their own workdir.
     """
     if not rabbitmq_installed():
-        raise BrokerUnavailable("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+        install_rabbitmq()
     workdir.mkdir(parents=True, exist_ok=True)
     port, dist_port, epmd_port = spare_port(), spare_port(), spare_port()
     (workdir / "enabled_plugins").write_text(f"[{','.join(plugins)}].\n")

@@ -1,4 +1,5 @@
-"""Where a peer node is: `BrokerAddress`, parsed from qpid-route's "[user/password@]host[:port]".
+"""Where a peer node is: `BrokerAddress`, parsed from qpid-route's "[user/password@]host[:port]"
+or an AMQP URL, "amqp://user:password@host:port/vhost" (RabbitMQ's form, percent-encoded).
 
 `str(address)` is `host:port` without credentials: it is what link lists and logs show, so a
 password never reaches them.
@@ -7,6 +8,7 @@ password never reaches them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 from gateway.names import DEFAULT_PORT
 
@@ -19,10 +21,13 @@ class BrokerAddress:
     port: int = DEFAULT_PORT
     username: str = "guest"
     password: str = field(default="guest", repr=False)
+    #: The vhost a URL's path names (None: not given, the command's --vhost or "/").
+    vhost: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> BrokerAddress:
-        """Parse `host`, `host:port`, `user/password@host:port` or `[::1]:5673`.
+        """Parse `host`, `host:port`, `user/password@host:port`, `[::1]:5673` or an
+        `amqp://user:password@host:port/vhost` URL.
 
         The password may contain "@" and "/" (the last "@" ends the credentials, the first "/"
         ends the user name). Raises ValueError with a sentence naming the problem.
@@ -30,11 +35,29 @@ class BrokerAddress:
         if not text or text != text.strip() or any(c.isspace() for c in text):
             raise ValueError(f"broker address {text!r} is empty or contains whitespace")
         if "://" in text:
-            raise ValueError(f"broker address {text!r} is a URL; write [user/password@]host[:port]")
+            return cls._parse_url(text)
         credentials, at, location = text.rpartition("@")
         username, password = _credentials(text, credentials) if at else ("guest", "guest")
         host, port = _location(text, location)
         return cls(host, port, username, password)
+
+    @classmethod
+    def _parse_url(cls, text: str) -> BrokerAddress:
+        """`amqp://[user:password@]host[:port][/vhost]`, each part percent-encoded (so vhost
+        "/" is `%2F`); an empty path leaves the vhost unset, a query is ignored."""
+        scheme, _, rest = text.partition("://")
+        if scheme != "amqp":
+            raise ValueError(f"broker address {text!r}: only amqp:// URLs are supported (no TLS)")
+        authority, slash, path = rest.partition("/")
+        credentials, at, location = authority.rpartition("@")
+        username, password = "guest", "guest"
+        if at:
+            username, colon, password = (unquote(part) for part in credentials.partition(":"))
+            if not colon or not username:
+                raise ValueError(f"broker address {text!r}: a URL's credentials are user:password")
+        host, port = _location(text, location)
+        vhost = unquote(path.partition("?")[0]) if slash else ""
+        return cls(unquote(host), port, username, password, vhost or None)
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host

@@ -36,6 +36,7 @@ import trio
 from pamqp import commands
 
 from federation.address import BrokerAddress
+from federation.health import Health
 from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
 from federation.ports import PeerChannel, PeerConnection
@@ -202,11 +203,11 @@ class Attachment:
     # -- the outbox's limit -----------------------------------------------------------------
 
     def _hold_if_full(self, outbox: Queue, publisher: int) -> None:
-        """With the block policy, a publish that finds the outbox full holds its publisher
-        (the server stops reading from its connection; Connection.Blocked tells it why).
-        The message itself is kept: the limit is exceeded by at most one per connection."""
+        """With the block policy, the publish that fills the outbox holds its publisher (the
+        server reads nothing more from its connection; Connection.Blocked tells it why), so
+        the outbox stops at its limit. The message is about to join the outbox: it counts."""
         config = self.config
-        if config.outbox_policy != "block" or len(outbox.ready) < config.outbox_limit:
+        if config.outbox_policy != "block" or len(outbox.ready) + 1 < config.outbox_limit:
             return
         if self._gate is None:
             self._gate = Hold(
@@ -232,8 +233,9 @@ class Attachment:
 
     # -- management -------------------------------------------------------------------------
 
-    def record(self, state: str, last_error: str) -> dict[str, Any]:
-        """The federations.list record (docs/federation-design.md, "Management")."""
+    def record(self, status: dict[str, Any]) -> dict[str, Any]:
+        """The federations.list record (docs/federation-design.md, "Management"); `status` is
+        the peering's state, last error and since when (federation.health.combined)."""
         config = self.config
         outbox = self.vhost.queues.get(self.outbox_name)
         return {
@@ -244,8 +246,7 @@ class Attachment:
             "login": config.username,
             "durable": config.durable,
             "source": config.source,
-            "state": state,
-            "last_error": last_error,
+            **status,
             "outbox": {
                 "messages": len(outbox.ready) if outbox is not None else 0,
                 "limit": config.outbox_limit,
@@ -253,7 +254,9 @@ class Attachment:
                 "dropped": outbox.dropped if outbox is not None else 0,
             },
             "forwarded": self.forwarded.messages,
+            "forwarded_bytes": self.forwarded.bytes,
             "received": self.received.messages,
+            "received_bytes": self.received.bytes,
             "returned": self.returned,
             # Taken from one side, not yet confirmed by the other (both directions).
             "in_flight": self.forwarded.in_flight + self.received.in_flight,
@@ -338,7 +341,7 @@ class Peering:
 
     def __init__(self, attachment: Attachment, store: FederationStore | None = None) -> None:
         self.attachment = attachment
-        self.last_error = ""
+        self.health = Health()
         self._retired = False
         self._store = store
         #: Bindings made on the parent's queue, as far as we know: kept across reconnects and
@@ -382,7 +385,7 @@ class Peering:
             if exchange is None or exchange.deleted:
                 raise LocalChannelClosed(404, f"no exchange '{attachment.config.exchange}' on this node")
             await check_peer_exchange(channel, exchange, attachment.config.parent)
-            self.last_error = ""
+            self.health.operational()
             try:
                 async with trio.open_nursery() as nursery:
                     if attachment.behaviour.subscribes:
@@ -393,7 +396,7 @@ class Peering:
                 retired = self._retired and attachment.behaviour.subscribes
                 await close_route_channel(channel, delete=self.remote_queue if retired else None)
         except Exception as error:
-            self.last_error = str(error)
+            self.health.failed(str(error))
             raise
 
     async def _subscribe(self, connection: PeerConnection, channel: PeerChannel) -> None:

@@ -24,6 +24,7 @@ import trio
 
 from federation.address import BrokerAddress
 from federation.attachment import Attachment, AttachmentConfig, Peering, federatable, normalize_type
+from federation.health import combined
 from federation.link import Link
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
@@ -141,12 +142,10 @@ class Federations:
     # -- management -------------------------------------------------------------------------
 
     def list(self) -> list[dict[str, Any]]:
-        records = []
-        for entry in self._entries.values():
-            link = entry.link
-            last_error = link.last_error or entry.peering.last_error
-            records.append(entry.attachment.record(link.state.value, last_error))
-        return records
+        return [
+            entry.attachment.record(combined(entry.peering.health, entry.link.snapshot()))
+            for entry in self._entries.values()
+        ]
 
     def add(
         self,
@@ -186,7 +185,7 @@ class Federations:
         entry = self._start(config, target)
         if config.durable:
             self._stored().put_attachment(vhost, exchange, config.to_json())
-        return entry.attachment.record(entry.link.state.value, "")
+        return entry.attachment.record(combined(entry.peering.health, entry.link.snapshot()))
 
     def delete(self, host: str, port: int, exchange: str, vhost: str = DEFAULT_VHOST) -> None:
         entry = self._entries.get((vhost, exchange))

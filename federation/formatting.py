@@ -7,6 +7,7 @@ is tested against golden text without a node. Layouts follow the MRG Messaging g
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -102,6 +103,62 @@ def route_description(route: Record) -> str:
     return route_label(route["exchange"], route_selector(route["kind"], route.get("key"), route.get("queue")))
 
 
+def traffic(messages: object, size: object) -> str:
+    """`3 messages, 120 bytes`: what a route or a federation's direction forwarded."""
+    return f"{messages} messages, {size} bytes"
+
+
+def state_text(record: Record) -> str:
+    """`Operational`, or `Failed since 2026-11-26 14:02:11 UTC: <last error>` (Waiting alike):
+    a route's or federation's state (federation.health) as the listings show it."""
+    state = str(record["state"])
+    if state == "Operational":
+        return state
+    when = f" since {_since(record)}" if record.get("since") else ""
+    error = record.get("last_error")
+    return f"{state}{when}: {error}" if error else f"{state}{when}"
+
+
+def _since(record: Record) -> str:
+    """When a record's state began, in UTC (nodes and operators may be in other zones)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record["since"]))
+
+
+def route_status(record: Record) -> str:
+    """`  [<state>; <traffic>]` after a route's line; nothing for a record that was not read
+    from a running node (no `since`: the offline map's, planned from a file)."""
+    if "since" not in record:
+        return ""
+    return f"  [{state_text(record)}; {traffic(record['messages'], record['bytes'])}]"
+
+
+def federation_status(record: Record) -> str:
+    """`  [<state>; forwarded <traffic>; received <traffic>]` after a federation's map line;
+    nothing for a record that was not read from a running node (no `since`)."""
+    if "since" not in record:
+        return ""
+    forwarded = traffic(record["forwarded"], record.get("forwarded_bytes", 0))
+    received = traffic(record["received"], record.get("received_bytes", 0))
+    return f"  [{state_text(record)}; forwarded {forwarded}; received {received}]"
+
+
+def _pair_status(routes: Sequence[Record]) -> str:
+    """A dynamic pair's status: the least healthy route's state, the traffic of both."""
+    if any("since" not in route for route in routes):
+        return ""
+    worst = max(routes, key=lambda route: _STATE_RANK.get(str(route["state"]), 0))
+    total = {
+        **worst,
+        "messages": sum(int(route["messages"]) for route in routes),
+        "bytes": sum(int(route["bytes"]) for route in routes),
+    }
+    return route_status(total)
+
+
+#: Which of a pair's states `route map` shows: the least healthy.
+_STATE_RANK = {"Operational": 0, "Waiting": 1, "Failed": 2}
+
+
 # -- amq-route ------------------------------------------------------------------------------
 
 
@@ -160,6 +217,19 @@ def _outbox_cell(outbox: Record) -> str:
     return f"{text} ({outbox['dropped']} dropped)" if outbox.get("dropped") else text
 
 
+def _count_cell(messages: object, size: object) -> str:
+    """Messages, and their bytes when the record has them: `3 (120 B)`."""
+    return f"{messages} ({size} B)" if size is not None else str(messages)
+
+
+def _since_error(record: Record) -> str:
+    """Last Error of a row not Operational: the error and since when the state holds."""
+    error = str(record.get("last_error") or "")
+    if record["state"] == "Operational" or not record.get("since"):
+        return error
+    return f"{error} (since {_since(record)})" if error else f"since {_since(record)}"
+
+
 def federation_table(federations: Sequence[Record]) -> list[str]:
     """`federate list`: link list's table for the node's federated exchanges, or
     "No Federations Found"."""
@@ -173,10 +243,10 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
             _federation_source(federation),
             str(federation["state"]),
             _outbox_cell(federation["outbox"]),
-            str(federation["forwarded"]),
-            str(federation["received"]),
+            _count_cell(federation["forwarded"], federation.get("forwarded_bytes")),
+            _count_cell(federation["received"], federation.get("received_bytes")),
             str(federation["returned"]),
-            federation.get("last_error") or "",
+            _since_error(federation),
         ]
         for federation in federations
     ]
@@ -185,7 +255,10 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
 
 def route_list(node: str, routes: Iterable[Record]) -> list[str]:
     """`route list`: `<node> <peer> <exchange> <key>` per route on the node."""
-    return [f"{node} {route_peer(route)} {route['exchange']} {route_key_text(route)}" for route in routes]
+    return [
+        f"{node} {route_peer(route)} {route['exchange']} {route_key_text(route)}{route_status(route)}"
+        for route in routes
+    ]
 
 
 def map_probe(node: str, failure: str | None) -> str:
@@ -203,7 +276,7 @@ def map_federations(federations_by_node: Sequence[tuple[str, Sequence[Record]]])
     exchange found, in walk order; nothing at all without any, so a map of routes alone keeps
     qpid-route's text."""
     lines = [
-        federation_line(node, federation)
+        federation_line(node, federation) + federation_status(federation)
         for node, federations in federations_by_node
         for federation in federations
     ]
@@ -213,30 +286,30 @@ def map_federations(federations_by_node: Sequence[tuple[str, Sequence[Record]]])
 def _dynamic_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:
     """Dynamic routes per exchange, as node pairs: a route from A into B and one from B into A
     are one reciprocal pair `A <=> B` (named in the order first met), a lone one `A  => B`."""
-    pairs: dict[str, dict[tuple[str, str], bool]] = {}
+    pairs: dict[str, dict[tuple[str, str], list[Record]]] = {}
     for node, routes in routes_by_node:
         for route in routes:
             if route["kind"] != "dynamic":
                 continue
             known = pairs.setdefault(route["exchange"], {})
             source = route_peer(route)
-            if (node, source) in known:
-                known[(node, source)] = True
-            else:
-                known.setdefault((source, node), False)
+            known.setdefault((node, source) if (node, source) in known else (source, node), []).append(route)
     lines = ["Dynamic Routes:"]
     if not pairs:
         return [*lines, "none found"]
     for exchange, known in pairs.items():
         lines += ["", f"Exchange {exchange}:"]
-        lines += [f"{a} {'<=>' if both else ' =>'} {b}" for (a, b), both in known.items()]
+        lines += [
+            f"{a} {'<=>' if len(routes) > 1 else ' =>'} {b}{_pair_status(routes)}"
+            for (a, b), routes in known.items()
+        ]
     return lines
 
 
 def _static_section(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:
     """Exchange and queue routes, each from the side of the node that holds it."""
     lines = [
-        static_route_line(node, route)
+        static_route_line(node, route) + route_status(route)
         for node, routes in routes_by_node
         for route in routes
         if route["kind"] != "dynamic"
@@ -356,11 +429,12 @@ def queue_bindings(queues: Sequence[Record], bindings: Sequence[Record]) -> list
 def queue_table(queues: Sequence[Record]) -> list[str]:
     """`queues`: qpid-config's columns, with Messages (the queue's depth) where qpid showed the
     journal geometry "Store Size (files x file pages)", which has no meaning for our store, and
-    two more before the name: Bytes (of the ready messages) and Flow (producer flow control:
-    `-` without a capacity, `ok`, or `OVERFULL` while the queue holds its publishers)."""
+    three more before the name: Bytes (of the ready messages), On disk (how many of those bytes
+    are bodies kept on disk, not in memory) and Flow (producer flow control: `-` without a
+    capacity, `ok`, or `OVERFULL` while the queue holds its publishers)."""
     lines = [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name",
         "=" * _QUEUE_RULE_WIDTH,
     ]
     for queue in queues:
@@ -370,6 +444,6 @@ def queue_table(queues: Sequence[Record]) -> list[str]:
         lines.append(
             f"  {yes_no(queue['durable'])}        {yes_no(queue['auto_delete'])}      "
             f"{yes_no(queue['exclusive'])}     {queue['bindings']:>5}     {queue['messages']:>8}"
-            f"  {queue.get('bytes', 0):>10}  {flow:<8}  {queue['name']}{kind}"
+            f"  {queue.get('bytes', 0):>10}  {queue.get('bytes_on_disk', 0):>10}  {flow:<8}  {queue['name']}{kind}"
         )
     return lines

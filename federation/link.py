@@ -167,6 +167,7 @@ class Link:
         # A new link is Waiting, as in qpid, until run() makes its first attempt.
         self._state = LinkState.WAITING
         self._last_error = ""
+        self._since = time.time()
         self._connected_since: float | None = None
         self._reconnects = 0
         self._delay: float | None = None
@@ -214,6 +215,7 @@ class Link:
             "durable": self.durable,
             "state": self._state.value,
             "last_error": self._last_error,
+            "since": self._since,
             "connected_since": self._connected_since,
             "reconnects": self._reconnects,
         }
@@ -395,6 +397,8 @@ class Link:
 
         `error` None keeps last_error, so a link Connecting again still shows why it retries.
         """
+        if state is not self._state:
+            self._since = time.time()
         self._state = state
         if error is not None:
             self._last_error = error

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from pamqp import commands
 
-from federation.errors import ClientError
+from federation.errors import ClientError, ConnectFailed
 from federation.ports import Delivery, PeerChannel, PeerConnection
 from gateway.names import MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from federation.address import BrokerAddress
 
 
+#: The kind of a failure to reach a node at all (the CLIs add how to name another one).
+CONNECT_FAILED = "ConnectFailed"
 #: qpid-route and qpid-config exit with 1 on every failure they report themselves; so do ours.
 EXIT_FAILED = 1
 
@@ -95,9 +97,9 @@ class ManagementClient:
             leaf = _single_leaf(group)
             if leaf is None:
                 raise
-            raise _as_failure(leaf) from None
+            raise _as_failure(leaf, address) from None
         except ClientError as error:
-            raise _as_failure(error) from None
+            raise _as_failure(error, address) from None
 
     async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
         """Run one operation on the node and return its result; a refusal raises
@@ -161,9 +163,15 @@ def _single_leaf(group: BaseExceptionGroup) -> Exception | None:
     return None
 
 
-def _as_failure(error: Exception) -> Exception:
+def _as_failure(error: Exception, address: BrokerAddress) -> Exception:
     """Client errors as ManagementFailed named by their class ("ConnectFailed"); anything else
-    (the CLI's own exceptions passing back through the connection) unchanged."""
+    (the CLI's own exceptions passing back through the connection) unchanged. A connection
+    that was never made names the address tried: "Connection refused" alone does not say
+    which node, when the default address or a typo was used."""
+    if isinstance(error, ConnectFailed):
+        return ManagementFailed(
+            CONNECT_FAILED, f"cannot connect to {address}: {error}; is a node running there?"
+        )
     if isinstance(error, ClientError):
         return ManagementFailed(type(error).__name__, str(error))
     return error

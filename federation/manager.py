@@ -19,7 +19,7 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
+from federation.health import combined
 from federation.link import Link
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
@@ -179,12 +180,19 @@ class Federation:
         transport: str = DEFAULT_TRANSPORT,
         heartbeat: int | None = None,
     ) -> dict[str, Any]:
-        """Add a link unless one to host:port exists (then nothing changes); its record."""
+        """Add a link to host:port; its record, with `change`: "added", or for an existing
+        link "updated" when these credentials differ from its own (it reconnects with them,
+        its routes with it) and "unchanged" otherwise (durability and the rest stay as
+        they are)."""
         peer = self._peers.get((host, port))
         if peer is None:
             beat = _number("heartbeat", heartbeat, DEFAULT_HEARTBEAT)
             peer = self._add_link(LinkConfig(host, port, username, password, bool(durable), transport, beat))
-        return peer.link.snapshot()
+            return {**peer.link.snapshot(), "change": "added"}
+        if (username, password) == (peer.config.username, peer.config.password):
+            return {**peer.link.snapshot(), "change": "unchanged"}
+        self._relogin(peer, replace(peer.config, username=username, password=password))
+        return {**peer.link.snapshot(), "change": "updated"}
 
     def delete_link(self, host: str, port: int) -> None:
         self._remove_peer(self._peer(host, port))
@@ -204,7 +212,11 @@ class Federation:
         return peer
 
     def _start_link(self, config: LinkConfig) -> _Peer:
-        nursery = self._running()
+        peer = self._peers[(config.host, config.port)] = _Peer(config, self._run_link(config), [])
+        return peer
+
+    def _run_link(self, config: LinkConfig) -> Link:
+        """A new link for `config`, running in the federation's nursery."""
         link = Link(
             config.address,
             durable=config.durable,
@@ -212,9 +224,21 @@ class Federation:
             heartbeat=config.heartbeat,
             connect=self._connect,
         )
-        peer = self._peers[(config.host, config.port)] = _Peer(config, link, [])
-        nursery.start_soon(link.run, name=f"link to {config.address}")
-        return peer
+        self._running().start_soon(link.run, name=f"link to {config.address}")
+        return link
+
+    def _relogin(self, peer: _Peer, config: LinkConfig) -> None:
+        """Replace the peer's link by one logging in with `config`'s credentials: the routes
+        move to it (a link runs once, so a new one); the old one closes."""
+        old = peer.link
+        peer.config, peer.link = config, self._run_link(config)
+        for route in peer.routes:
+            old.detach(route)
+            peer.link.attach(route)
+        self._running().start_soon(old.close, name=f"closing old link to {config.address}")
+        if config.durable:
+            self._stored().put_link(config.host, config.port, asdict(config))
+        LOGGER.info("link to %s: logging in as %s from now on", config.address, config.username)
 
     def _remove_peer(self, peer: _Peer) -> None:
         nursery = self._running()
@@ -244,7 +268,12 @@ class Federation:
     # -- routes -----------------------------------------------------------------------------
 
     def list_routes(self) -> list[dict[str, Any]]:
-        return [route.record() for peer in self._peers.values() for route in peer.routes]
+        """Each route's record, its state folded with its link's (federation.health)."""
+        records = []
+        for peer in self._peers.values():
+            link = peer.link.snapshot()
+            records += [{**route.record(), **combined(route.health, link)} for route in peer.routes]
+        return records
 
     def add_route(
         self,

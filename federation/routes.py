@@ -41,6 +41,7 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.errors import ChannelClosedByPeer, ClientError, PublishNacked
 from federation.formatting import route_label, route_selector
+from federation.health import Health
 from federation.local import LocalSink, LocalSource
 from federation.ports import PeerChannel, PeerConnection
 from gateway.broker import Broker
@@ -357,7 +358,7 @@ class Route:
         self.peer = peer
         self.node = node
         self.stats = RouteStats()
-        self.last_error = ""
+        self.health = Health()
         self._retired = False
 
     @property
@@ -395,7 +396,7 @@ class Route:
             "bytes": self.stats.bytes,
             "in_flight": self.stats.in_flight,
             "last_transfer": self.stats.last_transfer,
-            "last_error": self.last_error,
+            **self.health.record(),
         }
 
     def prepare(self) -> None:
@@ -428,7 +429,7 @@ class Route:
             else:
                 await self._pull(connection)
         except Exception as error:
-            self.last_error = f"{self.peer}: {error}"
+            self.health.failed(f"{self.peer}: {error}")
             raise
 
     async def _pull(self, connection: PeerConnection) -> None:
@@ -440,7 +441,7 @@ class Route:
             queue = await self._source_queue(channel)
             await channel.qos(prefetch_count=config.credit)
             await channel.consume(queue)
-            self.last_error = ""
+            self.health.operational()
             await self._forward(
                 Forwarder(channel, sink, config.exchange, ack=config.ack, stats=self.stats), channel
             )
@@ -479,7 +480,7 @@ class Route:
                 assert config.key is not None
                 queue = self.durable_queue or source.declare_private_queue(config.exchange, config.key)
             source.consume(queue)
-            self.last_error = ""
+            self.health.operational()
             await Forwarder(
                 source, RemoteSink(channel), config.exchange, ack=config.ack, stats=self.stats
             ).run()

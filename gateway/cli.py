@@ -8,7 +8,6 @@ was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import signal
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from gateway import __version__
+from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
@@ -26,11 +25,6 @@ from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("gateway")
-
-#: Every queued message is a few small objects that live until consumed, so under load the
-#: default thresholds (700, 10, 10) re-scan a deep queue in full collections several times a
-#: second. Larger young generations cost about the same per object and make full ones rare.
-GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="W",
         help="hold publishers while the node uses more memory: a fraction of the memory available"
         " (default 0.4) or a size (e.g. 300MB)",
+    )
+    serve.add_argument(
+        "--queue-memory-budget",
+        metavar="SIZE",
+        help="bytes of ready message bodies each queue keeps in memory; beyond, bodies go to disk"
+        " (default 16MiB)",
     )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
@@ -186,6 +186,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         log_level=args.log_level,
         disk_free_limit=args.disk_free_limit,
         memory_high_watermark=args.memory_high_watermark,
+        queue_memory_budget=args.queue_memory_budget,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -199,7 +200,7 @@ def serve(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    gc.set_threshold(*GC_THRESHOLDS)
+    collector.install()
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
     federation = config.federation.with_credentials(users.credentials)
     federation.rules()  # every federation setting is checked before anything starts
@@ -209,6 +210,7 @@ def serve(args: argparse.Namespace) -> int:
         config.name,
         "in memory only (--memory)" if store is None else f"in {store.path}",
     )
+    node: Node | None = None
     try:
         node = Node(
             name=config.name,
@@ -218,6 +220,7 @@ def serve(args: argparse.Namespace) -> int:
             federation=federation,
             disk_free_limit=config.disk_free_limit,
             memory_high_watermark=config.memory_high_watermark,
+            queue_memory_budget=config.queue_memory_budget,
             queue_defaults=config.queue_defaults,
         )
         for vhost in config.vhosts:
@@ -232,6 +235,8 @@ def serve(args: argparse.Namespace) -> int:
         if failures:
             return 1
     finally:
+        if node is not None:
+            node.spill.close()
         if store is not None:
             store.close()
     LOGGER.info("node %r stopped", config.name)

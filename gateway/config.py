@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
@@ -152,6 +153,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "vhosts": _vhosts,
         "disk_free_limit": parse_size,
         "memory_high_watermark": parse_watermark,
+        "queue_memory_budget": parse_size,
     }
 
 
@@ -197,6 +199,8 @@ class NodeConfig:
     disk_free_limit: int = DEFAULT_LIMIT
     #: Above it, publishers are held until the node is back under 0.9 of it.
     memory_high_watermark: Watermark = DEFAULT_WATERMARK
+    #: Bytes of ready bodies a queue keeps in memory; beyond, bodies go to disk.
+    queue_memory_budget: int = QUEUE_MEMORY_BUDGET
     #: Queue arguments each vhost's queues get unless their declare gives them (the
     #: [vhost."NAME"] tables: Qpid's per-virtualhost capacity and flowResumeCapacity).
     queue_defaults: dict[str, dict[str, int]] = field(default_factory=dict)

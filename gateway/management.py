@@ -107,6 +107,7 @@ class Management:
                 "type": queue.options.queue_type,
                 "messages": len(queue.ready),
                 "bytes": queue.ready_bytes,
+                "bytes_on_disk": queue.paged_bytes(),
                 "capacity": queue.options.capacity,
                 "flow_resume_capacity": queue.options.flow_resume_capacity,
                 "overfull": queue.flow is not None and queue.flow.hold is not None,

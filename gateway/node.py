@@ -22,7 +22,9 @@ import trio
 
 from federation.manager import Federation
 from federation.routes import LocalNode
+from gateway import collector
 from gateway.broker import Broker, Session
+from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
 from gateway.management import Management
@@ -40,6 +42,7 @@ from gateway.server import (
     socket_peer,
 )
 from gateway.store import Store, WriteFailed
+from gateway.store.spill import SpillFile
 from gateway.wire.content import Content
 
 LOGGER = logging.getLogger("gateway.node")
@@ -70,6 +73,7 @@ class Node:
         federation: FederationSettings | None = None,
         disk_free_limit: int = DEFAULT_LIMIT,
         memory_high_watermark: Watermark = DEFAULT_WATERMARK,
+        queue_memory_budget: int = QUEUE_MEMORY_BUDGET,
         queue_defaults: dict[str, dict[str, Any]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -86,6 +90,8 @@ class Node:
         self.limits = limits
         self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
         self.broker.queue_defaults.update(queue_defaults or {})
+        self.broker.queue_memory_budget = queue_memory_budget
+        self.spill = self.broker.spill = SpillFile.open(None if store is None else store.data_dir)
         self.disk_alarm = (
             None
             if store is None
@@ -158,6 +164,7 @@ class Node:
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self.memory_alarm.run)
+                nursery.start_soon(collector.run)
                 nursery.start_soon(self._tick_loop)
                 nursery.start_soon(self._later_loop)
                 # Before accepting: links check peers against our own addresses, and durable

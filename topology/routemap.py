@@ -231,8 +231,9 @@ class Marks(NamedTuple):
 
 
 def _down(record: Mapping[str, Any]) -> str:
-    """`down (<state>: <last error>)` for a link or peering not Operational, else ""."""
-    if record.get("state") == OPERATIONAL:
+    """`down (<state>: <last error>)` for a link, route or peering not Operational, else ""
+    (also for a route of a node too old to report its state)."""
+    if record.get("state", OPERATIONAL) == OPERATIONAL:
         return ""
     error = record.get("last_error") or ""
     return f"down ({record.get('state')}: {error})" if error else f"down ({record.get('state')})"
@@ -333,7 +334,7 @@ def mark_live(
     unread: dict[str, str] = {}
     sections = (
         ("links", _link_identity, True),
-        ("routes", _route_identity, False),
+        ("routes", _route_identity, True),  # a live route not forwarding is drift
         ("federations", _federation_identity, True),
     )
     for name in topology.nodes:
@@ -373,11 +374,13 @@ def compare_views(
         if section == "links":
             links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
         elif section == "federations":
-            federations.append(_marked(formatting.federation_line(here, record), marker))
+            line = formatting.federation_line(here, record) + formatting.federation_status(record)
+            federations.append(_marked(line, marker))
         elif record["kind"] == "dynamic":
             dynamic.setdefault(record["exchange"], {})[(formatting.route_peer(record), here)] = marker
         else:
-            static.append(_marked(formatting.static_route_line(here, record), marker))
+            line = formatting.static_route_line(here, record) + formatting.route_status(record)
+            static.append(_marked(line, marker))
     lines = ["", "Reading Brokers:", *probes, "", "Links:"]
     lines += ["", *links] if links else ["none found"]
     lines += ["", *_dynamic_lines(dynamic), ""]

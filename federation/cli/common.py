@@ -5,11 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import NoReturn
 
 import trio
 
 from federation.address import BrokerAddress
-from federation.management_client import EXIT_FAILED, ManagementFailed
+from federation.management_client import CONNECT_FAILED, EXIT_FAILED, ManagementFailed
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, but a usage error prints its one line first (`amq-route link add:
+    error: ...`) and the command's usage after it: argparse's order puts a long usage first
+    and the line that matters last. Subparsers are of this class too (argparse's default)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n{self.format_usage()}")
 
 
 def broker_address(text: str) -> BrokerAddress:
@@ -61,12 +71,15 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def run(command: Callable[[], Awaitable[int]]) -> int:
+def run(command: Callable[[], Awaitable[int]], hint: str) -> int:
     """Run a command under Trio and turn a reported failure into qpid's line and exit status:
-    `Failed: <kind> - <message>` on stderr, exit 1."""
+    `Failed: <kind> - <message>` on stderr, exit 1. A node that could not be reached at all
+    gets `hint` appended: how this CLI is told another address."""
     try:
         return trio.run(command)
     except ManagementFailed as failure:
+        if failure.kind == CONNECT_FAILED:
+            failure = ManagementFailed(failure.kind, f"{failure.message} {hint}")
         report(failure)
         return EXIT_FAILED
 

@@ -20,10 +20,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
-from federation.cli.common import EXIT_FAILED, broker_address, count, default, parse, run, timeout_seconds
+from federation.cli.common import (
+    EXIT_FAILED,
+    Parser,
+    broker_address,
+    count,
+    default,
+    parse,
+    run,
+    timeout_seconds,
+)
 from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
 from federation.requests import (
     Parent,
@@ -144,9 +154,16 @@ async def ensure_link(context: Context, client: Client, node: BrokerAddress, pee
 
 
 async def add_link(context: Context, args: argparse.Namespace) -> int:
+    """Add the link; an existing one is sent the credentials given, and says whether it took
+    them (a link with other credentials reconnects with these, which is worth saying)."""
     node, peer = context.ends(args.dest, args.src)
     async with context.client(node) as client:
-        await ensure_link(context, client, node, peer)
+        refuse_itself(node, peer, "linking")
+        if await find_link(client, peer) is None:
+            context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
+        record = await client.call(*link_add(peer, context.options.route))
+    if record and record.get("change") == "updated":
+        print(f"Updated link {endpoint(node)} -> {endpoint(peer)}: it logs in as '{peer.username}' now")
     return 0
 
 
@@ -178,20 +195,44 @@ link_list = partial(print_table, "links.list", formatting.link_table)
 
 
 async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
-    """dynamic/route/queue add: the link first if missing, then the route unless it exists."""
+    """dynamic/route/queue add: unless the route exists, check its far end, then add the link
+    if missing and the route."""
     node, peer = context.ends(args.dest, args.src)
+    refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
-        await ensure_link(context, client, node, peer)
         routes = await client.call("routes.list")
         if any(spec.matches(route, endpoint(peer)) for route in routes):
             if context.options.quiet:
                 return 0
             print(f"Duplicate Route - ignoring: {spec.describe()}", file=sys.stderr)
             return EXIT_FAILED
+        await check_far_end(context, spec, peer)
+        await ensure_link(context, client, node, peer)
         arrow = "=>" if context.options.route.src_local else "<="
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
         await client.call(*route_add(spec, peer, context.options.route))
     return 0
+
+
+async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> None:
+    """What the route needs on the peer must be there, as the node checks what it needs on
+    itself: the source exchange or queue of a pulled route, the destination exchange of a
+    pushed one (NOT_FOUND otherwise, and nothing is added). A peer that cannot be read (down,
+    not a gateway node, no management rights for this login) is not checked: the route is
+    added and its state says what it meets once the link is up."""
+    push = context.options.route.src_local
+    kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
+    try:
+        async with context.client(peer) as client:
+            records = await client.call(f"{kind}s.list")
+    except ManagementFailed as failure:
+        context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
+        return
+    if not any(record["name"] == name for record in records):
+        role = "destination exchange" if push else f"source {kind}"
+        raise ManagementFailed(
+            "NOT_FOUND", f"no {kind} '{name}' on {endpoint(peer)}: the route's {role} must exist there"
+        )
 
 
 async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
@@ -311,67 +352,83 @@ federate_list = partial(print_table, "federations.list", formatting.federation_t
 Command = Callable[[Context, argparse.Namespace], Awaitable[int]]
 
 
-def add_options(parser: argparse.ArgumentParser, main: bool) -> None:
-    """The global options, on the main parser (main=True) and on every command's parser."""
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", default=default(False, main), help="verbose output"
-    )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        default=default(False, main),
-        help="quiet output: no duplicate warnings",
-    )
-    parser.add_argument(
-        "-d",
-        "--durable",
-        action="store_true",
-        default=default(False, main),
-        help="the added configuration is durable",
-    )
-    parser.add_argument(
-        "-e",
-        "--del-empty-link",
-        action="store_true",
-        default=default(False, main),
-        help="delete a link once its last route is deleted (route flush: every link)",
-    )
-    parser.add_argument(
-        "-s",
-        "--src-local",
-        action="store_true",
-        default=default(False, main),
-        help="the source node opens the link and pushes (not for dynamic routes)",
-    )
-    parser.add_argument(
-        "--ack",
-        type=count,
-        metavar="N",
-        default=default(None, main),
-        help="acknowledge transfers in batches of N",
-    )
-    parser.add_argument(
-        "--credit",
-        type=count,
-        metavar="N",
-        default=default(None, main),
-        help="at most N messages in flight on a route",
-    )
-    parser.add_argument(
-        "-t",
-        "--transport",
-        metavar="TRANSPORT",
-        default=default(DEFAULT_TRANSPORT, main),
-        help="transport of new links (only tcp)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=timeout_seconds,
-        metavar="SECS",
-        default=default(10.0, main),
-        help="how long to wait for a node (seconds, 0: no limit; default 10)",
-    )
+#: The global options: (long name, flags, argparse keywords but the default, the default).
+OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
+    ("verbose", ("-v", "--verbose"), {"action": "store_true", "help": "verbose output"}, False),
+    (
+        "quiet",
+        ("-q", "--quiet"),
+        {"action": "store_true", "help": "quiet output: no duplicate warnings"},
+        False,
+    ),
+    (
+        "durable",
+        ("-d", "--durable"),
+        {"action": "store_true", "help": "the added configuration is durable"},
+        False,
+    ),
+    (
+        "del-empty-link",
+        ("-e", "--del-empty-link"),
+        {
+            "action": "store_true",
+            "help": "delete a link once its last route is deleted (route flush: every link)",
+        },
+        False,
+    ),
+    (
+        "src-local",
+        ("-s", "--src-local"),
+        {
+            "action": "store_true",
+            "help": "the source node opens the link and pushes (not for dynamic routes)",
+        },
+        False,
+    ),
+    (
+        "ack",
+        ("--ack",),
+        {"type": count, "metavar": "N", "help": "acknowledge transfers in batches of N"},
+        None,
+    ),
+    (
+        "credit",
+        ("--credit",),
+        {"type": count, "metavar": "N", "help": "at most N messages in flight on a route"},
+        None,
+    ),
+    (
+        "transport",
+        ("-t", "--transport"),
+        {"metavar": "TRANSPORT", "help": "transport of new links (only tcp)"},
+        DEFAULT_TRANSPORT,
+    ),
+    (
+        "timeout",
+        ("--timeout",),
+        {
+            "type": timeout_seconds,
+            "metavar": "SECS",
+            "help": "how long to wait for a node (seconds, 0: no limit; default 10)",
+        },
+        10.0,
+    ),
+)
+
+#: Which global options each kind of command takes (its --help shows only these; any other
+#: after the command is a usage error; before the command, qpid-route's place, all are
+#: accepted, as qpid-route did).
+ADDING = ("verbose", "quiet", "durable", "src-local", "ack", "credit", "transport", "timeout")
+DELETING = ("verbose", "quiet", "del-empty-link", "src-local", "timeout")
+READING = ("timeout",)
+
+
+def add_options(parser: argparse.ArgumentParser, main: bool, names: Sequence[str] = ()) -> None:
+    """The global options: every one on the main parser (main=True), those `names` on a
+    command's parser."""
+    for name, flags, keywords, value in OPTIONS:
+        if main or name in names:
+            parser.add_argument(*flags, default=default(value, main), **keywords)
 
 
 @dataclass(frozen=True)
@@ -386,7 +443,7 @@ class Mount:
 
 
 def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="amq-route",
         usage=USAGE,
         description=DESCRIPTION,
@@ -408,10 +465,14 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         return sub.add_subparsers(dest="command", metavar="command", required=True, prog=f"amq-route {name}")
 
     def command(
-        actions: argparse._SubParsersAction, name: str, handler: Command, help_text: str
+        actions: argparse._SubParsersAction,
+        name: str,
+        handler: Command,
+        help_text: str,
+        options: Sequence[str] = READING,
     ) -> argparse.ArgumentParser:
         leaf = actions.add_parser(name, help=help_text, description=help_text)
-        add_options(leaf, main=False)
+        add_options(leaf, main=False, names=options)
         leaf.set_defaults(handler=handler, parser=leaf, dynamic=False)
         return leaf
 
@@ -451,42 +512,77 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         )
 
     link = group("link", "links: the connections one node keeps to another")
-    ends(command(link, "add", add_link, "add a link from dest-broker to src-broker (-s: the other way)"))
-    ends(command(link, "del", del_link, "delete a link and the routes on it"))
+    link_adding = ("verbose", "durable", "src-local", "transport", "timeout")
+    ends(
+        command(
+            link,
+            "add",
+            add_link,
+            "add a link from dest-broker to src-broker (-s: the other way)",
+            link_adding,
+        )
+    )
+    ends(
+        command(
+            link, "del", del_link, "delete a link and the routes on it", ("verbose", "src-local", "timeout")
+        )
+    )
     one_broker(command(link, "list", link_list, "list a node's links"))
 
     dynamic = group("dynamic", "dynamic routes: bindings on dest-broker's exchange pull matching messages")
     leaf = command(
-        dynamic, "add", partial(exchange_route, "dynamic", add=True), "add a dynamic route on an exchange"
+        dynamic,
+        "add",
+        partial(exchange_route, "dynamic", add=True),
+        "add a dynamic route on an exchange",
+        tuple(name for name in ADDING if name != "src-local"),
     )
     ends(leaf)
     leaf.add_argument("exchange")
     tag_and_excludes(leaf)
     leaf.set_defaults(dynamic=True)
-    leaf = command(dynamic, "del", partial(exchange_route, "dynamic", add=False), "delete a dynamic route")
+    leaf = command(
+        dynamic,
+        "del",
+        partial(exchange_route, "dynamic", add=False),
+        "delete a dynamic route",
+        tuple(name for name in DELETING if name != "src-local"),
+    )
     ends(leaf)
     leaf.add_argument("exchange")
     leaf.set_defaults(dynamic=True)
 
     route = group("route", "static exchange routes, and listing, mapping and flushing routes")
     leaf = command(
-        route, "add", partial(exchange_route, "exchange", add=True), "add a route of one binding key"
+        route, "add", partial(exchange_route, "exchange", add=True), "add a route of one binding key", ADDING
     )
     ends(leaf)
     leaf.add_argument("exchange")
     leaf.add_argument("key", metavar="routing-key")
     tag_and_excludes(leaf)
-    leaf = command(route, "del", partial(exchange_route, "exchange", add=False), "delete an exchange route")
+    leaf = command(
+        route, "del", partial(exchange_route, "exchange", add=False), "delete an exchange route", DELETING
+    )
     ends(leaf)
     leaf.add_argument("exchange")
     leaf.add_argument("key", metavar="routing-key")
     one_broker(command(route, "list", route_list, "list the routes a node holds"))
     one_broker(command(route, "map", route_map, "find every linked node and draw the routes between them"))
-    one_broker(command(route, "flush", route_flush, "delete every route a node holds (-e: its links too)"))
+    one_broker(
+        command(
+            route,
+            "flush",
+            route_flush,
+            "delete every route a node holds (-e: its links too)",
+            ("verbose", "del-empty-link", "timeout"),
+        )
+    )
 
     queue = group("queue", "queue routes: dest-broker consumes a queue of src-broker into an exchange")
     for name, add in (("add", True), ("del", False)):
-        leaf = command(queue, name, partial(queue_route, add=add), f"{name} a queue route")
+        leaf = command(
+            queue, name, partial(queue_route, add=add), f"{name} a queue route", ADDING if add else DELETING
+        )
         ends(leaf)
         leaf.add_argument("exchange", metavar="dest-exchange")
         leaf.add_argument("queue", metavar="src-queue")
@@ -497,6 +593,7 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         "add",
         federate_add,
         "federate an exchange of child-broker to the same-named one of parent-broker",
+        ("verbose", "durable", "timeout"),
     )
     federation(leaf)
     leaf.add_argument(
@@ -505,7 +602,15 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         metavar="TYPE",
         help=f"{', '.join(FEDERATION_TYPES)} (default: service for a direct exchange, fanout otherwise)",
     )
-    federation(command(federate, "del", federate_del, "stop federating an exchange of child-broker"))
+    federation(
+        command(
+            federate,
+            "del",
+            federate_del,
+            "stop federating an exchange of child-broker",
+            ("verbose", "timeout"),
+        )
+    )
     one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
 
     for mount in mounts:
@@ -561,4 +666,4 @@ def main(
     args = parse(build_parser(mounts), argv)
     check(args)
     context = Context(options_of(args), connect)
-    return run(partial(args.handler, context, args))
+    return run(partial(args.handler, context, args), hint="name the node as HOST:PORT")

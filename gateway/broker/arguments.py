@@ -16,8 +16,8 @@ OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
 #: a message a client was given and has not acknowledged: neither does ring here, since limits
 #: count ready messages only (as RabbitMQ's x-max-length does), so the two are one.
 QPID_POLICIES = {"reject": "reject-publish", "ring": "drop-head", "ring_strict": "drop-head"}
-#: The policy Qpid keeps a durable queue's messages within its limits with: not available yet
-#: (message bodies stay in memory), so a durable queue must name another.
+#: Qpid's default policy for a durable queue: its limits are not limits but the point beyond which
+#: message bodies leave memory for disk (gateway.broker.paging); nothing is refused or dropped.
 FLOW_TO_DISK = "flow_to_disk"
 
 #: The highest x-max-priority (message priorities are octets).
@@ -76,6 +76,9 @@ class QueueOptions:
     queue_type: str = "classic"
     #: quorum only: a message returned more often than this is dead-lettered (or dropped).
     delivery_limit: int | None = None
+    #: flow_to_disk: ready messages, and bytes of them, beyond which bodies go to disk.
+    flow_to_disk_count: int | None = None
+    flow_to_disk_bytes: int | None = None
 
 
 def _type_name(value: Any) -> str:
@@ -137,14 +140,13 @@ def parse_queue_arguments(arguments: dict[str, Any], description: str, durable: 
         if name in arguments or (parsed and "x-overflow" not in arguments):
             policy = _string(arguments[name]) if name in arguments else FLOW_TO_DISK if durable else "reject"
             if policy == FLOW_TO_DISK:
-                raise ValueError(
-                    "{unsupported_policy,flow_to_disk}: flow_to_disk (Qpid's default for durable queues)"
-                    " is not available yet; give qpid.policy_type reject, ring or ring_strict"
-                )
-            if policy not in QPID_POLICIES:
+                parsed["flow_to_disk_count"] = parsed.pop("max_length", None)
+                parsed["flow_to_disk_bytes"] = parsed.pop("max_length_bytes", None)
+            elif policy in QPID_POLICIES:
+                parsed["overflow"] = QPID_POLICIES[policy]
+                parsed["refusal_closes_channel"] = policy == "reject"
+            else:
                 raise ValueError(f"{{invalid_policy_type,{policy}}}")
-            parsed["overflow"] = QPID_POLICIES[policy]
-            parsed["refusal_closes_channel"] = policy == "reject"
         for name, key, convert in (
             ("x-message-ttl", "message_ttl", lambda v: _integer(v, 0)),
             ("x-expires", "expires", lambda v: _integer(v, 1)),

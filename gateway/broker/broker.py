@@ -13,7 +13,7 @@ from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.names import describe
 from gateway.broker.outbox import Outbox, Return, ReturnTo
-from gateway.broker.paging import QUEUE_MEMORY_BUDGET
+from gateway.broker.paging import QUEUE_MEMORY_BUDGET, BodySpill, page_out, spill_out
 from gateway.broker.records import Snapshot
 from gateway.broker.session import ExchangeHandler, Session
 from gateway.broker.store import StoreWriter
@@ -65,14 +65,16 @@ class Broker:
         self.disk_hold: Hold | None = None
         #: Set while the memory alarm holds every session that next publishes anything.
         self.memory_hold: Hold | None = None
-        #: Bytes of messages (bodies plus an overhead each) the node may still accept before
-        #: `on_memory_budget` must read its memory again (gateway.memoryalarm); without a
-        #: memory alarm, no limit.
         #: Queue arguments every queue of a vhost gets unless its declare gives them (the node
         #: config's [vhost."NAME"] capacities), by vhost name.
         self.queue_defaults: dict[str, dict[str, Any]] = {}
-        #: Bytes of ready bodies a durable queue keeps in memory (gateway.broker.paging).
+        #: Bytes of ready bodies a queue keeps in memory (gateway.broker.paging).
         self.queue_memory_budget = QUEUE_MEMORY_BUDGET
+        #: Where bodies the store does not keep go when they leave memory; None: they stay.
+        self.spill: BodySpill | None = None
+        #: Bytes of messages (bodies plus an overhead each) the node may still accept before
+        #: `on_memory_budget` must read its memory again (gateway.memoryalarm); without a
+        #: memory alarm, no limit.
         self.memory_budget = sys.maxsize
         self.on_memory_budget: Callable[[], None] | None = None
         self._next_session_id = 1
@@ -88,6 +90,14 @@ class Broker:
         #: per turn of its loop, and `on_later` tells it there is one to run.
         self.later: deque[Callable[[], None]] = deque()
         self.on_later: Callable[[], None] | None = None
+
+    def page_out(self, message: Message, stored: bool) -> None:
+        """Keep only a message's properties in memory: its body is read back from the store if
+        every queue holding it stores it (`stored`), else from the spill file."""
+        if stored and self.store is not None:
+            page_out(message, self.store)
+        elif self.spill is not None:
+            spill_out(message, self.spill)
 
     def add_vhost(self, name: str) -> VHost:
         vhost = self.vhosts.get(name)

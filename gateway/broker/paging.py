@@ -2,10 +2,13 @@
 
 At start-up the store hands the model each stored message's properties and body size, not its
 body (`PagedContent`), so a node restarts with a data dir many times its memory. While it runs,
-a persistent message enqueued only on durable queues that already hold more than the broker's
-`queue_memory_budget` of ready bodies keeps only its properties in memory too (`page_out`): its
-body goes to the store with the next commit, and is read from the batch until then. A body is
-read when something first needs it and kept until the message is gone. Queues read ahead: before a
+a message enqueued only on queues that already hold more than their memory budget of ready
+bodies (the broker's `queue_memory_budget`, or a flow_to_disk queue's limits) keeps only its
+properties in memory too: a persistent message that every one of those queues stores has its
+body read back from the store (`page_out`: from the batch until the commit), any other from the
+node's spill file (`spill_out`), a scratch file of bodies discarded when the node starts and
+freed there when the last reference to the message goes. A body is read when something first
+needs it and kept until the message is gone. Queues read ahead: before a
 dispatch hands out a paged message, the bodies of the next PAGE_AHEAD_COUNT messages (at most
 PAGE_AHEAD_BYTES) are read in one store query, so consumers do not pay a query per message.
 
@@ -25,8 +28,8 @@ from gateway.wire.content import Content
 if TYPE_CHECKING:
     from gateway.broker.message import Message
 
-#: Bytes of ready bodies a durable queue keeps in memory before later persistent messages keep
-#: only their properties there (Broker.queue_memory_budget).
+#: Bytes of ready bodies a queue keeps in memory before later messages keep only their
+#: properties there (Broker.queue_memory_budget).
 QUEUE_MEMORY_BUDGET = 16 << 20
 #: How far a queue reads ahead of its consumers: messages, and bytes of bodies.
 PAGE_AHEAD_COUNT = 256
@@ -38,6 +41,19 @@ class BodyReader(Protocol):
 
     def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         """The stored bodies of these messages (a message no longer stored is left out)."""
+        ...
+
+
+class BodySpill(BodyReader, Protocol):
+    """Where bodies the store does not keep go when they leave memory (gateway.store.spill)."""
+
+    def put(self, message_id: int, body: bytes) -> None:
+        """Keep a body until `forget`; readable at once."""
+        ...
+
+    def forget(self, message_id: int, size: int) -> None:
+        """The body (of `size` bytes) is no longer needed; called while objects are freed, so
+        it must not fail or touch the file."""
         ...
 
 
@@ -79,22 +95,33 @@ class PagedContent(Content):
         return f"PagedContent(message {self.message_id}, body={self.stored_size} bytes {where})"
 
 
+class SpilledContent(PagedContent):
+    """A body in the spill file, freed there when the last reference to it goes."""
+
+    __slots__ = ("_spill",)
+
+    def __init__(self, header: bytes, message_id: int, size: int, spill: BodySpill) -> None:
+        super().__init__(header, message_id, size, spill)
+        self._spill = spill
+
+    def __del__(self) -> None:
+        self._spill.forget(self.message_id, self.stored_size)
+
+
 def page_in(contents: Iterable[Content]) -> None:
-    """Read, in one query, the bodies of the paged contents among the first PAGE_AHEAD_COUNT of
-    `contents`, up to PAGE_AHEAD_BYTES (a node has one store, so they share one reader)."""
-    wanted: dict[int, PagedContent] = {}
+    """Read the bodies of the paged contents among the first PAGE_AHEAD_COUNT of `contents`, up
+    to PAGE_AHEAD_BYTES, in one query per place they are in (the store, the spill file)."""
+    wanted: dict[BodyReader, dict[int, PagedContent]] = {}
     budget = PAGE_AHEAD_BYTES
     for content in islice(contents, PAGE_AHEAD_COUNT):
         if budget <= 0:
             break
         if isinstance(content, PagedContent) and not content.in_memory:
-            wanted[content.message_id] = content
+            wanted.setdefault(content._reader, {})[content.message_id] = content
             budget -= content.stored_size
-    if not wanted:
-        return
-    first = next(iter(wanted.values()))
-    for message_id, body in first._reader.read_bodies(list(wanted)).items():
-        wanted[message_id].body = body
+    for reader, contents_by_id in wanted.items():
+        for message_id, body in reader.read_bodies(list(contents_by_id)).items():
+            contents_by_id[message_id].body = body
 
 
 def page_out(message: Message, reader: BodyReader) -> None:
@@ -102,3 +129,10 @@ def page_out(message: Message, reader: BodyReader) -> None:
     `reader` (the store, which has it in its batch until the commit) when needed."""
     content = message.content
     message.content = PagedContent(content.header, message.id, message.size, reader)
+
+
+def spill_out(message: Message, spill: BodySpill) -> None:
+    """Move a message's body to the spill file, keeping only its properties in memory."""
+    content = message.content
+    spill.put(message.id, content.body)
+    message.content = SpilledContent(content.header, message.id, message.size, spill)

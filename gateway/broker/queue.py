@@ -44,6 +44,8 @@ class Queue:
         "deleted",
         "watched",
         "limited",
+        "flow_to_disk_count",
+        "flow_to_disk_bytes",
         "dropped",
         "stuck",
         "waiting",
@@ -83,6 +85,9 @@ class Queue:
         #: Queues with TTLs or x-expires are visited by Broker.tick.
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
+        #: A flow_to_disk queue's limits: where its bodies start to leave memory, if lower.
+        self.flow_to_disk_count = options.flow_to_disk_count
+        self.flow_to_disk_bytes = options.flow_to_disk_bytes
         #: Messages drop-head overflow has dropped since the queue was created (not stored).
         self.dropped = 0
         #: The head the last dispatch could hand to no consumer (see `publish`), else None.
@@ -172,6 +177,24 @@ class Queue:
             self.watched = True
             self.vhost.broker.watch(self, self.ready[0].expires_at)
 
+    def over_memory_budget(self, budget: int) -> bool:
+        """Whether messages enqueued now keep only their properties in memory: over `budget`
+        bytes of ready bodies (the broker's), or over a flow_to_disk queue's limits."""
+        if self.ready_bytes > budget:
+            return True
+        if self.flow_to_disk_bytes is not None and self.ready_bytes > self.flow_to_disk_bytes:
+            return True
+        return self.flow_to_disk_count is not None and len(self.ready) > self.flow_to_disk_count
+
+    def paged_bytes(self) -> int:
+        """Bytes of ready bodies not in memory (in the store or the spill file): a walk over
+        the queue, for listings only."""
+        return sum(
+            entry.message.size
+            for entry in self.ready
+            if isinstance(entry.message.content, PagedContent) and not entry.message.content.in_memory
+        )
+
     def _full(self, size: int) -> bool:
         options = self.options
         if options.max_length is not None and len(self.ready) >= options.max_length:
@@ -249,7 +272,7 @@ class Queue:
                 self._hold(head)
                 return
             content = head.message.content
-            if type(content) is PagedContent and not content.in_memory:
+            if isinstance(content, PagedContent) and not content.in_memory:
                 # Stored bodies not read since the restart: this one and the next few at once.
                 page_in(entry.message.content for entry in ready)
             self._take()

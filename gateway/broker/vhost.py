@@ -12,7 +12,6 @@ from gateway.broker.deadletter import dead_letter_copy, would_cycle
 from gateway.broker.exchange import Exchange, route, sender_selected
 from gateway.broker.message import Message, expiration_deadline
 from gateway.broker.outbox import ReturnTo
-from gateway.broker.paging import page_out
 from gateway.broker.queue import Queue
 from gateway.names import STANDARD_EXCHANGES
 from gateway.routing.bindings import freeze
@@ -67,31 +66,33 @@ class VHost:
             origin,
             return_to,
         )
+        budget = broker.queue_memory_budget
         if exchange.is_default and not extra_keys:
             queue = self.queues.get(routing_key)
             if queue is None:
                 return 0, None, False
             if queue.publish(message):
-                store = queue.store if message.persistent else None
-                if store is not None and queue.ready_bytes > broker.queue_memory_budget:
-                    page_out(message, store)
-                return 1, None, store is not None
+                stored = message.persistent and queue.store is not None
+                if queue.over_memory_budget(budget):
+                    broker.page_out(message, stored)
+                return 1, None, stored
             return 1, queue, False
         queues = route(exchange, message, extra_keys)
         refused: Queue | None = None
         stored = False
+        everywhere_stored = True
         over_budget = True
         for queue in queues:
             if queue.publish(message):
                 if message.persistent and queue.store is not None:
                     stored = True
-                    over_budget = over_budget and queue.ready_bytes > broker.queue_memory_budget
                 else:
-                    over_budget = False
+                    everywhere_stored = False
+                over_budget = over_budget and queue.over_memory_budget(budget)
             else:
                 refused = queue
-        if stored and over_budget and broker.store is not None:
-            page_out(message, broker.store)
+        if over_budget and (stored or not everywhere_stored):  # some queue took it, all over
+            broker.page_out(message, everywhere_stored)
         if message.persistent and not stored and exchange.federation is not None:
             # Federation may store copies of its own (dynamic routing's durable bridge queues,
             # written during `route`): the confirm then waits for the batch holding them.

@@ -25,6 +25,7 @@ from tests.integration.test_federation_routes import (
     route,
     settled,
     sink_queue,
+    unstated,
     wait_link,
 )
 from tests.nodes import NodeProcess
@@ -128,9 +129,9 @@ async def test_seed_walkthrough_dynamic_routes(nodes: Callable[..., NodeProcess]
         for node in (a, b):
             await config(node, "add", "exchange", "topic", EXCHANGE)
         await federate((a, b), (b, a))
-        assert await route("route", "list", at(a)) == f"{at(a)} {at(b)} {EXCHANGE} <dynamic>\n"
-        assert await route("route", "list", at(b)) == f"{at(b)} {at(a)} {EXCHANGE} <dynamic>\n"
-        routes_map = (await route("route", "map", at(a))).splitlines()
+        assert unstated(await route("route", "list", at(a))) == f"{at(a)} {at(b)} {EXCHANGE} <dynamic>\n"
+        assert unstated(await route("route", "list", at(b))) == f"{at(b)} {at(a)} {EXCHANGE} <dynamic>\n"
+        routes_map = unstated(await route("route", "map", at(a))).splitlines()
         assert f"Exchange {EXCHANGE}:" in routes_map
         assert f"{at(a)} <=> {at(b)}" in routes_map or f"{at(b)} <=> {at(a)}" in routes_map
 

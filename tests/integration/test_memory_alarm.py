@@ -26,6 +26,11 @@ MiB = 2**20
 OVERSHOOT = 48 * MiB
 
 
+#: Every body stays in memory (no paging to the spill file), so what holds the node's memory
+#: down in these tests is the alarm.
+BODIES_IN_MEMORY = ("--queue-memory-budget", "1GiB")
+
+
 def resident(node: NodeProcess) -> int:
     for line in Path(f"/proc/{node.process.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -103,7 +108,7 @@ def test_a_node_under_an_address_space_limit_holds_a_publisher_without_consumer_
 ) -> None:
     """The default watermark is 0.4 of the memory available, here the `prlimit --as` cap."""
     cap = 320 * MiB
-    node = start_node(tmp_path, prefix=["prlimit", f"--as={cap}"])
+    node = start_node(tmp_path, *BODIES_IN_MEMORY, prefix=["prlimit", f"--as={cap}"])
     mark = watermark(node)
     assert mark == int(0.4 * cap)
     publisher = Flood(node, "mem", size, batch)
@@ -132,7 +137,7 @@ def test_a_node_under_an_address_space_limit_holds_a_publisher_without_consumer_
 
 
 def test_an_absolute_watermark_from_the_flag(tmp_path: Path) -> None:
-    node = start_node(tmp_path, "--memory-high-watermark", "160MiB")
+    node = start_node(tmp_path, "--memory-high-watermark", "160MiB", *BODIES_IN_MEMORY)
     assert watermark(node) == 160 * MiB
     publisher = Flood(node, "mem", MiB, 1)
     try:

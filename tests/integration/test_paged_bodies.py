@@ -1,7 +1,8 @@
 """Message bodies in the store instead of memory (gateway.broker.paging), with node processes:
 a backlog of persistent messages piles up without the node's memory following it, and a node
 restarts with more stored messages than its memory and delivers them all, bodies read back in
-batches ahead of the consumer.
+batches ahead of the consumer; transient messages beyond a flow_to_disk queue's limit or a
+queue's memory budget go to the spill file and come back the same way.
 
 Before, every body stayed in memory: 384 MiB of messages took the node over 400 MiB, and under
 the restart test's `prlimit --as` cap the node failed to start (MemoryError loading the store)."""
@@ -14,6 +15,7 @@ from pathlib import Path
 import pika
 import pytest
 
+from tests.integration.test_disk_full import queues_listed
 from tests.integration.test_memory_alarm import resident
 from tests.nodes import NodeProcess, start_node
 
@@ -62,6 +64,51 @@ def test_a_data_dir_three_times_the_memory_cap_restarts_and_is_delivered(tmp_pat
         connection.close()
         assert got == list(range(STORED))
         assert resident(node) < CAP
+        assert "MemoryError" not in node.log()
+    finally:
+        node.stop()
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        pytest.param({"qpid.max_size": 4 * MiB, "qpid.policy_type": "flow_to_disk"}, id="flow_to_disk"),
+        pytest.param({}, id="memory-budget"),
+    ],
+)
+def test_transient_messages_three_times_the_memory_cap_pile_up_on_disk(
+    tmp_path: Path, arguments: dict[str, object]
+) -> None:
+    """Before, the node's memory followed the backlog: MemoryError under the cap (or a
+    refused declare for flow_to_disk). A watermark of the whole cap keeps the memory alarm
+    from holding the publisher: what holds the memory down here is the spill file."""
+    node = start_node(
+        tmp_path, "--memory-high-watermark", "1.0", name="spill", prefix=["prlimit", f"--as={CAP}"]
+    )
+    try:
+        connection = pika.BlockingConnection(pika.URLParameters(node.url()))
+        channel = connection.channel()
+        channel.queue_declare("transient", arguments=arguments)
+        channel.confirm_delivery()
+        for n in range(STORED):
+            channel.basic_publish("", "transient", b"%08d" % n + b"x" * (MiB - 8))
+        listing = next(line for line in queues_listed(node).splitlines() if line.endswith(" transient"))
+        messages, total, on_disk = (int(field) for field in listing.split()[4:7])
+        assert (messages, total) == (STORED, STORED * MiB)
+        assert on_disk >= total - 20 * MiB, listing  # all but the queue's memory budget
+        channel.basic_qos(prefetch_count=4)
+        got = []
+        for method, _, body in channel.consume("transient", inactivity_timeout=30):
+            assert method is not None, f"{len(got)} of {STORED} delivered; node log:\n{node.log()[-3000:]}"
+            got.append(int(body[:8]))
+            channel.basic_ack(method.delivery_tag)
+            if len(got) == STORED:
+                break
+        channel.cancel()
+        connection.close()
+        assert got == list(range(STORED))
+        assert peak_resident(node) < CAP
         assert "MemoryError" not in node.log()
     finally:
         node.stop()

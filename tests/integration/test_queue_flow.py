@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import trio
 from pamqp import commands
 
@@ -28,13 +29,29 @@ BODY = 1000
 COUNT = 300
 
 
+async def probe_arrives(source: NodeProcess, dest: NodeProcess, queue: str) -> None:
+    """Publish probes on `source` until one reaches `queue` on `dest` (the dynamic route carries
+    the queue's binding as interest), then take them all off the queue."""
+    async with connect(address(dest)) as connection:
+        channel = await connection.channel()
+        while True:
+            await publish(source, "amq.topic", "flow.probe", [b"probe"])
+            await trio.sleep(0.1)  # pacing between probes
+            if await channel.get(queue, no_ack=True) is not None:
+                break
+        while await channel.get(queue, no_ack=True) is not None:
+            pass
+
+
 async def queue_record(node: NodeProcess, name: str) -> dict:
     return next(q for q in await manage(node, "queues.list") if q["name"] == name)
 
 
+@pytest.mark.parametrize("kind", ["route", "dynamic"])
 async def test_a_route_into_an_overfull_queue_pauses_and_loses_nothing(
-    nodes: Callable[..., NodeProcess],
+    nodes: Callable[..., NodeProcess], kind: str
 ) -> None:
+    """An exchange route, and a dynamic route (the queue's binding is the interest it carries)."""
     a, b = nodes("A"), nodes("B")
     sent = [b"%04d" % i + b"x" * (BODY - 4) for i in range(COUNT)]
     with trio.fail_after(60):
@@ -45,9 +62,14 @@ async def test_a_route_into_an_overfull_queue_pauses_and_loses_nothing(
             await channel.call(
                 commands.Queue.Bind(queue="capped", exchange="amq.topic", routing_key="flow.#")
             )
-        await route("route", "add", at(a), at(b), "amq.topic", "flow.#")
-        await wait_link(a, b.port, operational)
-        await wait_consumed(b, "amq.topic", "flow.#")
+        if kind == "route":
+            await route("route", "add", at(a), at(b), "amq.topic", "flow.#")
+            await wait_link(a, b.port, operational)
+            await wait_consumed(b, "amq.topic", "flow.#")
+        else:
+            await route("dynamic", "add", at(a), at(b), "amq.topic")
+            await wait_link(a, b.port, operational)
+            await probe_arrives(b, a, "capped")
         await publish(b, "amq.topic", "flow.x", sent)
         # The route's internal session on A is held by the overfull queue...
         while (await manage(a, "node.info"))["blocked_connections"] == 0:

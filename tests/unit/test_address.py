@@ -19,6 +19,10 @@ from federation.address import BrokerAddress
         ("[::1]:5673", BrokerAddress("::1", 5673)),
         ("[fe80::1]", BrokerAddress("fe80::1", 5672)),
         ("u/p@[::1]:1", BrokerAddress("::1", 1, "u", "p")),
+        ("amqp://host", BrokerAddress("host", 5672)),
+        ("amqp://admin:s%40cret@host:5673/prod", BrokerAddress("host", 5673, "admin", "s@cret", "prod")),
+        ("amqp://u:p@[::1]:1/%2F", BrokerAddress("::1", 1, "u", "p", "/")),
+        ("amqp://h/?heartbeat=5", BrokerAddress("h")),
     ],
 )
 def test_parse(text: str, expected: BrokerAddress) -> None:
@@ -30,10 +34,9 @@ def test_parse(text: str, expected: BrokerAddress) -> None:
     [
         ("", "broker address '' is empty or contains whitespace"),
         ("host :5672", "broker address 'host :5672' is empty or contains whitespace"),
-        (
-            "amqp://guest:guest@host",
-            "broker address 'amqp://guest:guest@host' is a URL; write [user/password@]host[:port]",
-        ),
+        ("amqps://host", "broker address 'amqps://host': only amqp:// URLs are supported (no TLS)"),
+        ("amqp://guest@host", "broker address 'amqp://guest@host': a URL's credentials are user:password"),
+        ("amqp://:5672", "broker address 'amqp://:5672' has no host"),
         ("user@host", "broker address 'user@host': credentials must be user/password"),
         ("/pw@host", "broker address '/pw@host' has an empty user name"),
         ("u/p@", "broker address 'u/p@' has no host"),

@@ -10,6 +10,7 @@ import pytest
 from pamqp import commands
 
 from federation.attachment import Attachment, AttachmentConfig, Peering, normalize_type
+from federation.health import Health
 from federation.local import LocalSink
 from federation.persistence import FederationStore
 from federation.routes import LocalNode
@@ -84,13 +85,14 @@ def test_identical_local_bindings_make_one_remote_binding() -> None:
 
 def test_a_full_outbox_holds_its_publisher_until_it_drains() -> None:
     client, attachment = attached("fanout", outbox_limit=3)
-    for _ in range(3):
+    for _ in range(2):
         client.publish("amq.data", "k")
     assert client.session.hold is None
-    client.publish("amq.data", "k")  # finds it full: kept, and its publisher is held
+    client.publish("amq.data", "k")  # fills it: kept, and its publisher is held
     assert client.session.hold is not None
     assert "federation outbox of exchange 'amq.data' is full (3 messages" in client.session.hold.reason
-    assert depths(client) == (0, 4)
+    assert depths(client) == (0, 3)
+    assert attachment.record(Health().record())["outbox"]["messages"] == 3
     client.call(commands.Queue.Purge(queue="federation.outbox.amq.data"))
     attachment.drained()
     assert attachment._gate is None
@@ -101,7 +103,7 @@ def test_drop_oldest_counts_what_it_drops() -> None:
     for _ in range(5):
         client.publish("amq.data", "k")
     assert client.session.hold is None
-    record = attachment.record("Waiting", "")
+    record = attachment.record(Health().record())
     assert record["outbox"] == {"messages": 2, "limit": 2, "policy": "drop-oldest", "dropped": 3}
 
 

@@ -68,12 +68,18 @@ def test_ring_policies_drop_the_oldest_ready_message(policy: str) -> None:
     assert client.bodies() == [b"3"]
 
 
-def test_durable_queues_default_to_flow_to_disk_which_is_refused_with_what_to_give() -> None:
+def test_durable_queues_default_to_flow_to_disk_which_limits_memory_not_the_queue() -> None:
+    """Qpid's flow_to_disk keeps every message: its limits say where bodies leave memory."""
     client = Client(Broker())
-    error = refused(client, commands.Queue.Declare(queue="q", durable=True, arguments={"qpid.max_count": 5}))
-    assert error.reply_code == 406
-    assert "flow_to_disk (Qpid's default for durable queues) is not available yet" in error.reply_text
-    assert "give qpid.policy_type reject, ring or ring_strict" in error.reply_text
+    client.declare("q", durable=True, arguments={"qpid.max_count": 5})
+    client.call(commands.Confirm.Select())
+    for n in range(8):
+        client.publish("", "q", b"%d" % n)
+    confirms = client.outbox.methods(commands.Basic.Ack)
+    assert [m.delivery_tag for m in confirms] == list(range(1, 9))  # none refused
+    assert depth(client, "q") == 8
+    queue = client.broker.vhosts["/"].queues["q"]
+    assert (queue.limited, queue.flow_to_disk_count, queue.flow_to_disk_bytes) == (False, 5, None)
 
 
 @pytest.mark.parametrize(

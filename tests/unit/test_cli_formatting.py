@@ -279,6 +279,7 @@ def queue(
     bindings: int = 1,
     messages: int = 0,
     bytes: int | None = None,
+    bytes_on_disk: int = 0,
     capacity: int | None = None,
     overfull: bool = False,
 ) -> dict:
@@ -289,6 +290,7 @@ def queue(
         "exclusive": False,
         "messages": messages,
         "bytes": 100 * messages if bytes is None else bytes,
+        "bytes_on_disk": bytes_on_disk,
         "capacity": capacity,
         "overfull": overfull,
         "consumers": 0,
@@ -326,16 +328,18 @@ def test_queue_table_columns() -> None:
     lines = formatting.queue_table(
         [queue("pub_start"), queue("mgmt-3206", durable=True, auto_delete=True, bindings=2, messages=1234)]
     )
-    overfull = queue("fed.bridge", messages=12, bytes=1_200_000, capacity=1_000_000, overfull=True)
+    overfull = queue(
+        "fed.bridge", messages=12, bytes=1_200_000, bytes_on_disk=200_000, capacity=1_000_000, overfull=True
+    )
     lines += formatting.queue_table([overfull, queue("flowing", capacity=10)])[3:]
     assert lines == [
         "",
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name",
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name",
         "=" * 91,
-        "  N        N      N         1            0           0  -         pub_start",
-        "  Y        Y      N         2         1234      123400  -         mgmt-3206",
-        "  N        N      N         1           12     1200000  OVERFULL  fed.bridge",
-        "  N        N      N         1            0           0  ok        flowing",
+        "  N        N      N         1            0           0           0  -         pub_start",
+        "  Y        Y      N         2         1234      123400           0  -         mgmt-3206",
+        "  N        N      N         1           12     1200000      200000  OVERFULL  fed.bridge",
+        "  N        N      N         1            0           0           0  ok        flowing",
     ]
 
 
@@ -413,3 +417,64 @@ def test_node_status_shows_connections_and_alarms() -> None:
     # A node without a store has no disk alarm.
     del info["disk"]
     assert formatting.node_status(info)[-1].startswith("Memory:")
+
+
+#: 2026-11-26 14:02:11 UTC, as a record's `since`.
+SINCE = 1795701731.0
+
+
+def test_live_routes_show_their_state_and_traffic() -> None:
+    working = route("exchange", "n1", "localhost:10002", "amq.topic", key="global.#")
+    working.update(state="Operational", last_error="", since=SINCE, messages=3, bytes=120)
+    failing = route("queue", "n1", "localhost:10002", "amq.fanout", queue="public")
+    failing.update(
+        state="Failed",
+        last_error="localhost:10002: NOT_FOUND - no queue 'public'",
+        since=SINCE,
+        messages=0,
+        bytes=0,
+    )
+    assert formatting.route_list("localhost:10001", [working, failing]) == [
+        "localhost:10001 localhost:10002 amq.topic global.#  [Operational; 3 messages, 120 bytes]",
+        "localhost:10001 localhost:10002 amq.fanout   [Failed since 2026-11-26 14:02:11 UTC: "
+        "localhost:10002: NOT_FOUND - no queue 'public'; 0 messages, 0 bytes]",
+    ]
+    assert formatting.map_routes([("localhost:10001", [failing])])[-1] == (
+        "localhost:10001(ex=amq.fanout) <= localhost:10002(queue=public)  [Failed since 2026-11-26 "
+        "14:02:11 UTC: localhost:10002: NOT_FOUND - no queue 'public'; 0 messages, 0 bytes]"
+    )
+
+
+def test_a_dynamic_pair_shows_its_least_healthy_side_and_the_traffic_of_both() -> None:
+    there = route("dynamic", "x", "localhost:10004", "fed.topic")
+    there.update(state="Operational", last_error="", since=SINCE, messages=3, bytes=30)
+    back = route("dynamic", "y", "localhost:10003", "fed.topic")
+    back.update(
+        state="Waiting", last_error="link Waiting: Connection refused", since=SINCE, messages=1, bytes=5
+    )
+    lines = formatting.map_routes([("localhost:10003", [there]), ("localhost:10004", [back])])
+    assert lines[3] == (
+        "localhost:10004 <=> localhost:10003  [Waiting since 2026-11-26 14:02:11 UTC: "
+        "link Waiting: Connection refused; 4 messages, 35 bytes]"
+    )
+
+
+def test_live_federations_show_state_since_and_bytes() -> None:
+    failing = federation_record(
+        "amq.data",
+        "p:5672",
+        state="Failed",
+        last_error="exchange 'amq.data' does not exist on p:5672",
+        since=SINCE,
+        forwarded=2,
+        forwarded_bytes=10,
+        received_bytes=0,
+    )
+    assert formatting.federation_table([failing])[2].endswith(
+        "  exchange 'amq.data' does not exist on p:5672 (since 2026-11-26 14:02:11 UTC)"
+    )
+    assert "2 (10 B)" in formatting.federation_table([failing])[2]
+    assert formatting.map_federations([("c:1", [failing])])[-1] == (
+        "c:1 => p:5672 amq.data (fanout)  [Failed since 2026-11-26 14:02:11 UTC: exchange 'amq.data' "
+        "does not exist on p:5672; forwarded 2 messages, 10 bytes; received 0 messages, 0 bytes]"
+    )

@@ -136,7 +136,8 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         (
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
-            "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark)",
+            "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark, "
+            "queue_memory_budget)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
@@ -280,6 +281,7 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "channel_max",
         "disk_free_limit",
         "memory_high_watermark",
+        "queue_memory_budget",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
 
@@ -382,6 +384,16 @@ def test_memory_high_watermark_from_file_and_flag(tmp_path: Path) -> None:
         " at most 1 (e.g. 0.4), or a size in bytes with an optional unit (e.g. 300MB, 2GiB), got 2.0"
     )
     assert Watermark(fraction=0.5).bytes(1000) == 500 and Watermark(size=7).bytes(1000) == 7
+
+
+def test_queue_memory_budget_from_file_and_flag(tmp_path: Path) -> None:
+    assert NodeConfig().queue_memory_budget == 16 * 2**20
+    path = write(tmp_path, '[node]\nqueue_memory_budget = "4MiB"\n')
+    config = load_node_config(path)
+    assert config.queue_memory_budget == 4 * 2**20
+    assert config.with_overrides(queue_memory_budget="1MB").queue_memory_budget == 10**6
+    with pytest.raises(ConfigError, match="--queue-memory-budget: "):
+        config.with_overrides(queue_memory_budget="lots")
 
 
 # --- [vhost."NAME"]: default queue capacities ------------------------------------------------

@@ -18,7 +18,7 @@ class FakeNode:
     """Canned lists, recorded requests, and refusals by method."""
 
     def __init__(self) -> None:
-        self.records: dict[str, list[dict[str, Any]]] = {
+        self.records: dict[str, Any] = {
             "exchanges.list": [
                 exchange("", "direct", durable=True),
                 exchange("amq.direct", "direct", durable=True),
@@ -46,7 +46,9 @@ class FakeNode:
     async def connect(self, address: BrokerAddress, timeout: float) -> AsyncIterator[FakeNode]:
         self.reached.append((address, timeout))
         if address.port != 5672:
-            raise ManagementFailed("ConnectFailed", "Connection refused")
+            raise ManagementFailed(
+                "ConnectFailed", f"cannot connect to {address}: Connection refused; is a node running there?"
+            )
         yield self
 
     def run(self, *argv: str) -> int:
@@ -81,19 +83,34 @@ def test_broker_address_and_timeout(node: FakeNode) -> None:
     ]
 
 
+def test_vhost_from_the_option_or_the_url_names_every_request_but_node_info(node: FakeNode) -> None:
+    node.records["node.info"] = {"name": "n", "connections": 0}
+    assert node.run("--vhost", "prod", "add", "queue", "orders") == 0
+    assert node.run("-a", "amqp://admin:pw@localhost:5672/sales", "exchanges") == 0
+    assert node.run("-a", "amqp://localhost/sales", "--vhost", "prod", "node") == 0
+    assert node.run("-a", "amqp://localhost/%2F", "queues") == 0
+    assert node.requests == [
+        ("queues.add", {"name": "orders", "durable": False, "arguments": {}, "vhost": "prod"}),
+        ("exchanges.list", {"vhost": "sales"}),
+        ("node.info", {}),
+        ("queues.list", {"vhost": "/"}),
+    ]
+    assert node.reached[1][0] == BrokerAddress("localhost", 5672, "admin", "pw", "sales")
+
+
 def test_queues_with_a_filter(node: FakeNode, capsys: pytest.CaptureFixture[str]) -> None:
     assert node.run("queues", "pub") == 0
     assert capsys.readouterr().out == (
         "\n"
-        "Durable  AutoDel  Excl  Bindings  Messages       Bytes  Flow      Queue Name\n"
+        "Durable  AutoDel  Excl  Bindings  Messages       Bytes     On disk  Flow      Queue Name\n"
         + "="
         * 91
-        + "\n  N        N      N         1            0           0  -         pub_start\n"
-        "  Y        N      N         2            3         300  -         public\n"
+        + "\n  N        N      N         1            0           0           0  -         pub_start\n"
+        "  Y        N      N         2            3         300           0  -         public\n"
     )
     assert node.run("queues", "start") == 0
     assert capsys.readouterr().out.splitlines()[3:] == [
-        "  N        N      N         1            0           0  -         pub_start"
+        "  N        N      N         1            0           0           0  -         pub_start"
     ]
 
 
@@ -209,7 +226,10 @@ def test_refusals_and_unreachable_nodes_exit_1(node: FakeNode, capsys: pytest.Ca
         "Failed: PRECONDITION_FAILED - queue 'public' in vhost '/' not empty\n",
     )
     assert node.run("-a", "localhost:10009", "exchanges") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        "Failed: ConnectFailed - cannot connect to localhost:10009: Connection refused; is a node running there? use -a HOST:PORT\n",
+    )
 
 
 @pytest.mark.parametrize(
@@ -240,8 +260,10 @@ def test_usage_errors_exit_2(
     with pytest.raises(SystemExit) as exited:
         node.run(*argv)
     assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(usage) and message in err
+    first, *rest = capsys.readouterr().err.splitlines()
+    # The line that matters first, then the command's usage.
+    assert first.startswith(usage.removeprefix("usage: ") + ": error: ") and message in first
+    assert rest[0].startswith(usage)
     assert node.reached == []
 
 
@@ -266,3 +288,14 @@ def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture
         config_cli.main([*command, "--help"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.startswith("usage: amq-config")
+
+
+def test_each_commands_help_shows_only_its_options(capsys: pytest.CaptureFixture[str]) -> None:
+    shown = {}
+    for command in (["node"], ["queues"], ["add", "queue"]):
+        with pytest.raises(SystemExit):
+            config_cli.main([*command, "--help"])
+        shown[command[-1]] = capsys.readouterr().out
+    assert "--vhost" not in shown["node"] and "--bindings" not in shown["node"]
+    assert "--vhost" in shown["queues"] and "--bindings" in shown["queues"]
+    assert "--vhost" in shown["queue"] and "--bindings" not in shown["queue"]

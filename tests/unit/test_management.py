@@ -75,6 +75,7 @@ def test_queues_and_bindings(management: Management) -> None:
         "type": "classic",
         "messages": 0,
         "bytes": 0,
+        "bytes_on_disk": 0,
         "capacity": None,
         "flow_resume_capacity": None,
         "overfull": False,

@@ -83,7 +83,7 @@ async def test_persistent_messages_beyond_a_durable_queues_budget_keep_only_thei
         publisher.call(commands.Queue.Bind(queue="transient-home", exchange="amq.fanout"))
         for n in range(30):
             publisher.publish("", "q", b"%04d" % n + b"x" * 996, delivery_mode=2)
-        for n in range(30, 40):  # also reach a non-durable queue: never paged
+        for n in range(30, 40):  # also reach a non-durable queue: no spill file here
             publisher.publish("amq.fanout", "", b"%04d" % n + b"x" * 996, delivery_mode=2)
         queue = broker.vhosts["/"].queues["q"]
         paged = [isinstance(e.message.content, PagedContent) for e in queue.ready]

@@ -25,6 +25,9 @@ from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire.content import Content
 from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
 
+#: What amq-route adds to a failure to reach a node.
+HINT = "name the node as HOST:PORT"
+
 SEED_ROUTE_MAP = """
 Finding Linked Brokers:
 localhost:10003... Ok
@@ -50,6 +53,11 @@ class FakeNode:
     federations: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     refusals: dict[str, ManagementFailed] = field(default_factory=dict)
+    #: What a route's far end is checked against: the exchanges and queues the node has.
+    exchanges: list[str] = field(default_factory=lambda: ["amq.topic", "amq.fanout", "fed.topic"])
+    queues: list[str] = field(default_factory=lambda: ["public"])
+    #: Each link's (user, password), by (host, port).
+    logins: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
 
     async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
         arguments = arguments or {}
@@ -63,24 +71,35 @@ class FakeNode:
 
     def links_add(
         self, host: str, port: int, username: str, password: str, durable: bool, transport: str
-    ) -> None:
-        if not any(link["host"] == host and link["port"] == port for link in self.links):
-            self.links.append(
-                {
-                    "host": host,
-                    "port": port,
-                    "transport": transport,
-                    "durable": durable,
-                    "state": "Operational",
-                    "last_error": "",
-                    "connected_since": 0,
-                    "reconnects": 0,
-                }
-            )
+    ) -> dict[str, Any]:
+        """As federation.manager: an existing link takes other credentials ("updated")."""
+        known = self.logins.get((host, port))
+        self.logins[(host, port)] = (username, password)
+        for link in self.links:
+            if link["host"] == host and link["port"] == port:
+                return {**link, "change": "unchanged" if known == (username, password) else "updated"}
+        record = {
+            "host": host,
+            "port": port,
+            "transport": transport,
+            "durable": durable,
+            "state": "Operational",
+            "last_error": "",
+            "connected_since": 0,
+            "reconnects": 0,
+        }
+        self.links.append(record)
+        return {**record, "change": "added"}
 
     def links_delete(self, host: str, port: int) -> None:
         self.links = [link for link in self.links if (link["host"], link["port"]) != (host, port)]
         self.routes = [route for route in self.routes if peer(route) != str(BrokerAddress(host, port))]
+
+    def exchanges_list(self) -> list[dict[str, Any]]:
+        return [{"name": name} for name in self.exchanges]
+
+    def queues_list(self) -> list[dict[str, Any]]:
+        return [{"name": name} for name in self.queues]
 
     def routes_list(self) -> list[dict[str, Any]]:
         return [dict(route) for route in self.routes]
@@ -169,7 +188,9 @@ class FakeNetwork:
         self.connected.append((address, timeout))
         node = self.nodes.get(str(BrokerAddress(address.host, address.port)))
         if node is None:
-            raise ManagementFailed("ConnectFailed", "Connection refused")
+            raise ManagementFailed(
+                "ConnectFailed", f"cannot connect to {address}: Connection refused; is a node running there?"
+            )
         yield node
 
     def run(self, *argv: str) -> int:
@@ -268,12 +289,17 @@ def test_link_add_sends_the_peer_and_its_credentials_to_the_destination() -> Non
     }
 
 
-def test_link_add_of_an_existing_link_changes_nothing() -> None:
+def test_link_add_of_an_existing_link_sends_its_login_and_says_if_it_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     net = FakeNetwork("dest:5672")
     net.run("link", "add", "dest", "src")
     net["dest:5672"].requests.clear()
     assert net.run("-d", "link", "add", "dest", "src") == 0
-    assert methods(net["dest:5672"]) == ["links.list"]
+    assert methods(net["dest:5672"]) == ["links.list", "links.add"]
+    assert capsys.readouterr() == ("", "")
+    assert net.run("link", "add", "dest", "admin/secret@src") == 0
+    assert capsys.readouterr() == ("Updated link dest:5672 -> src:5672: it logs in as 'admin' now\n", "")
 
 
 def test_src_local_sends_to_the_source_which_links_to_the_destination() -> None:
@@ -342,8 +368,40 @@ def test_verbose_route_add_says_what_it_does(capsys: pytest.CaptureFixture[str])
     net = FakeNetwork("a:5672")
     assert net.run("-v", "route", "add", "a", "b", "amq.topic", "global.#") == 0
     assert capsys.readouterr().out == (
+        "Not checking b:5672 (ConnectFailed - cannot connect to b:5672: Connection refused; is a node "
+        "running there?): the route waits for it\n"
         "Adding link a:5672 -> b:5672\nAdding exchange route a:5672 <= b:5672 amq.topic(global.#)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ("queue", "add", "a", "b", "amq.fanout", "missing"),
+            "no queue 'missing' on b:5672: the route's source queue must exist there",
+        ),
+        (
+            ("dynamic", "add", "a", "b", "fed.other"),
+            "no exchange 'fed.other' on b:5672: the route's source exchange must exist there",
+        ),
+        (
+            ("route", "add", "a", "b", "fed.other", "k"),
+            "no exchange 'fed.other' on b:5672: the route's source exchange must exist there",
+        ),
+        (
+            ("-s", "route", "add", "b", "a", "fed.other", "k"),
+            "no exchange 'fed.other' on b:5672: the route's destination exchange must exist there",
+        ),
+    ],
+)
+def test_a_route_whose_far_end_is_missing_is_refused_before_anything_is_added(
+    argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run(*argv) == 1
+    assert capsys.readouterr() == ("", f"Failed: NOT_FOUND - {message}\n")
+    assert (net["a:5672"].links, net["a:5672"].routes) == ([], [])
 
 
 # -- duplicates, deletes and -e ---------------------------------------------------------------
@@ -464,7 +522,7 @@ def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture
         "a:1... Ok\n"
         "b:2... Ok\n"
         "c:3... Ok\n"
-        "d:4... Failed: ConnectFailed - Connection refused\n"
+        "d:4... Failed: ConnectFailed - cannot connect to d:4: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
         "\n"
@@ -485,7 +543,11 @@ def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture
 
 def test_route_map_fails_when_the_first_node_is_down(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("route", "map", "a:1") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to a:1: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str]) -> None:
@@ -504,7 +566,7 @@ def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str
         "a:1... Ok\n"
         "b:2... Ok\n"
         "c:3... Ok\n"
-        "e:5... Failed: ConnectFailed - Connection refused\n"
+        "e:5... Failed: ConnectFailed - cannot connect to e:5: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
         "\n"
@@ -683,7 +745,7 @@ def test_federate_add_names_the_types_when_refusing_one(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit) as exited:
         FakeNetwork("child:5672").run("federate", "add", "child", "parent", "amq.data", "--type=fan")
     assert exited.value.code == 2
-    choices = capsys.readouterr().err.splitlines()[-1].partition("(choose from ")[2]
+    choices = capsys.readouterr().err.splitlines()[0].partition("(choose from ")[2]
     assert choices.replace("'", "") == "subscriber, publisher, locator, fanout, service, data)"
 
 
@@ -780,7 +842,11 @@ def test_federating_a_node_to_itself_is_refused(capsys: pytest.CaptureFixture[st
 
 def test_federate_to_an_unreachable_child(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("federate", "add", "child", "parent", "amq.data") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to child:5672: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_federate_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -808,7 +874,11 @@ def test_federate_list_of_a_node_without_federations(capsys: pytest.CaptureFixtu
 
 def test_unreachable_node(capsys: pytest.CaptureFixture[str]) -> None:
     assert FakeNetwork().run("link", "list", "localhost:10001") == 1
-    assert capsys.readouterr() == ("", "Failed: ConnectFailed - Connection refused\n")
+    assert capsys.readouterr() == (
+        "",
+        f"Failed: ConnectFailed - cannot connect to localhost:10001: Connection refused; is a node running there? "
+        f"{HINT}\n",
+    )
 
 
 def test_a_refused_request_prints_the_nodes_kind_and_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -864,7 +934,7 @@ def test_timeout_is_given_to_the_client_factory() -> None:
         (
             ["dynamic", "del", "a", "b", "x", "-s"],
             "usage: amq-route dynamic del",
-            "--src-local is not permitted",
+            "unrecognized arguments: -s",
         ),
         (["--timeout", "soon", "route", "list"], "usage: amq-route", "'soon' is not a number"),
         (
@@ -889,8 +959,10 @@ def test_usage_errors_exit_2_with_the_commands_usage(
     with pytest.raises(SystemExit) as exited:
         net.run(*argv)
     assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith(usage) and message in err
+    first, *rest = capsys.readouterr().err.splitlines()
+    # The line that matters first, then the command's usage.
+    assert first.startswith(usage.removeprefix("usage: ") + ": error: ") and message in first
+    assert rest[0].startswith(usage)
     assert net.connected == []
 
 
@@ -924,7 +996,29 @@ def test_help_on_every_command(command: list[str], capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert out.startswith("usage: amq-route")
     if len(command) == 2:
-        assert "--timeout SECS" in out and "--src-local" in out
+        # Only the options the command takes.
+        assert "--timeout SECS" in out
+        assert ("--src-local" in out) == (
+            command[0] in ("link", "route", "queue") and command[1] in ("add", "del")
+        )
+        assert ("--ack" in out) == (command[1] == "add" and command[0] != "link" and command[0] != "federate")
+
+
+def test_a_usage_error_prints_its_line_first_and_an_option_of_another_command_is_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        route_cli.main(["link", "list", "localhost", "--durable"])
+    assert capsys.readouterr().err == (
+        "amq-route link list: error: unrecognized arguments: --durable\n"
+        "usage: amq-route link list [-h] [--timeout SECS] [broker]\n"
+    )
+    with pytest.raises(SystemExit):
+        route_cli.main([])
+    assert capsys.readouterr().err.startswith(
+        "amq-route: error: the following arguments are required: {link,dynamic,route,queue,federate}\n"
+        "usage: amq-route [OPTIONS] link add"
+    )
 
 
 # -- the management client --------------------------------------------------------------------
@@ -1004,7 +1098,9 @@ async def test_connect_reports_client_errors_by_class(monkeypatch: pytest.Monkey
     with pytest.raises(ManagementFailed) as raised:
         async with ManagementClient.connect(BrokerAddress("a", 5672), 1.0):
             pass
-    assert str(raised.value) == "ConnectFailed - Connection refused"
+    assert str(raised.value) == (
+        "ConnectFailed - cannot connect to a:5672: Connection refused; is a node running there?"
+    )
 
 
 async def test_connect_unwraps_a_single_failure_from_the_connections_nursery(

@@ -269,7 +269,7 @@ def test_requests_are_what_amq_config_and_amq_route_send() -> None:
     """Each request equals the one the CLI command doing the same thing sends."""
     plan = diff(topology(), state(a=empty(), b=empty()), prune=False)
     sent = {(node, method, str(sorted(arguments.items()))) for node, method, arguments in requests(plan)}
-    recorder = Recorder()
+    recorder = Recorder(lists_added=True)
     config = [
         (A, "add exchange topic fed.topic --durable"),
         (A, "add exchange fanout events --durable"),
@@ -629,8 +629,11 @@ class Recorder:
         self,
         refusals: dict[tuple[str, str], ManagementFailed] | None = None,
         down: frozenset[str] = frozenset(),
+        lists_added: bool = False,
     ) -> None:
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        #: Whether exchanges.list and queues.list show amq.topic and those added (else: empty).
+        self.lists_added = lists_added
         self.connected: list[BrokerAddress] = []
         self.refusals = refusals or {}
         self.down = down
@@ -651,6 +654,11 @@ class Recorder:
                 if method == "federations.add":  # the record amq-route -v prints
                     parent = f"{arguments['host']}:{arguments['port']}" if arguments else ""
                     return {**(arguments or {}), "parent": parent}
+                if recorder.lists_added and method in ("exchanges.list", "queues.list"):
+                    added = [
+                        a["name"] for n, m, a in recorder.requests if (n, m) == (name, f"{method[:-5]}.add")
+                    ]
+                    return [{"name": found} for found in ["amq.topic", *added]]
                 return [] if method.endswith(".list") else {}
 
         yield Client()
