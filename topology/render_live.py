@@ -9,7 +9,7 @@ formats cannot disagree. `live_document` (JSON) is
       "nodes": [{"name", "endpoint", "read", "error"}]                (error: why it was not read)
       "links": [{"node", "far_end", "far_node", "marker", "state", "last_error"}]
       "routes": [{"node", "far_end", "far_node", "marker", "kind", "direction", "exchange",
-                  "key", "queue"}]
+                  "key", "queue", "state", "last_error"}]
       "federations": [{"node", "far_end", "far_node", "marker", "exchange", "type", "state",
                        "last_error"}]
     }
@@ -91,12 +91,11 @@ def _item_document(topology: Topology, item: Marked) -> dict[str, Any]:
         }
     elif item.section == "federations":
         document |= {"exchange": record["exchange"], "type": record.get("type")}
-    if item.section != "routes":
-        live = item.marker not in (MISSING, NOT_READ)  # else the record is the file's, not a state
-        document |= {
-            "state": record.get("state") if live else None,
-            "last_error": record.get("last_error") or "" if live else None,
-        }
+    live = item.marker not in (MISSING, NOT_READ)  # else the record is the file's, not a state
+    document |= {
+        "state": record.get("state") if live else None,
+        "last_error": record.get("last_error") or "" if live else None,
+    }
     return document
 
 

@@ -332,21 +332,18 @@ def mark_live(
     tally = _Tally()
     items: list[Marked] = []
     unread: dict[str, str] = {}
-    sections = (
-        ("links", _link_identity, True),
-        ("routes", _route_identity, True),  # a live route not forwarding is drift
-        ("federations", _federation_identity, True),
-    )
+    # A live link, route or peering that is not Operational (a route not forwarding) is drift.
+    sections = (("links", _link_identity), ("routes", _route_identity), ("federations", _federation_identity))
     for name in topology.nodes:
         wanted = expected.get(name, NodeView([], [], []))
         got = live.get(name, "not read")
         view = got if isinstance(got, NodeView) else None
         if view is None:
             unread[name] = str(got)
-        for section, identity, may_be_down in sections:
+        for section, identity in sections:
             held = getattr(view, section) if view is not None else None
             for record, where in _pair(getattr(wanted, section), held, identity):
-                down = _down(record) if may_be_down and where is None else ""
+                down = _down(record) if where is None else ""
                 items.append(Marked(section, name, record, tally.mark(where, down)))
     summary = tally.summary(len(unread), topology.path or topology.name)
     return Marks(items, unread, summary, tally.drift(len(unread)))

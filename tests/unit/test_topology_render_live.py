@@ -87,3 +87,19 @@ def test_the_live_png_is_drawn(tmp_path: Path) -> None:
     output = tmp_path / "live.png"
     render_live_png(SEED, drifted(), output)
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_route_that_is_not_forwarding_is_drawn_down_with_its_state() -> None:
+    expected = expected_views(SEED)
+    live: dict[str, NodeView | str] = copy.deepcopy(dict(expected))
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.routes[1].update(state="Failed", last_error="NOT_FOUND - no queue 'public'")
+    marks = mark_live(SEED, expected, live)
+    [route] = [
+        item for item in json.loads(render_live_json(SEED, marks))["routes"] if item["kind"] == "queue"
+    ]
+    assert (route["state"], route["last_error"]) == ("Failed", "NOT_FOUND - no queue 'public'")
+    assert route["marker"] == "down (Failed: NOT_FOUND - no queue 'public')"
+    [edge] = [edge for edge in edges(render_live_dot(SEED, marks), "n2", "n1") if "public" in edge]
+    assert "DOWN (Failed: NOT_FOUND - no queue 'public')" in edge and f'color="{DOWN_COLOUR}"' in edge
