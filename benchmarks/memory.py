@@ -230,6 +230,10 @@ def render(results: dict[str, Any]) -> str:
             )
     lines += [
         "",
+        f"With 1 MB messages the publisher's {CONFIRM_WINDOW:,} unconfirmed messages are about 1 GB in"
+        " flight, which a broker holds until it has written them: most of both peaks. Stalled: the"
+        " broker read or confirmed nothing for the client's socket timeout at least once (a long write).",
+        "",
         "Targets (issue 14): peak RSS at or under RabbitMQ's, drain rate at or above it.",
         MARK_END,
     ]
