@@ -22,6 +22,7 @@ Columns = Sequence[tuple[str, int]]
 _LINK_COLUMNS = (
     ("Host", 16),
     ("Port", 8),
+    ("Node", 10),
     ("Transport", 10),
     ("Durable", 9),
     ("State", 18),
@@ -171,6 +172,8 @@ def link_table(links: Sequence[Record]) -> list[str]:
         [
             str(link["host"]),
             str(link["port"]),
+            # The name the peer gave when it was last reached: which node the address is.
+            str(link.get("node") or "-"),
             str(link["transport"]),
             # Durable sits under the middle of its caption, as in qpid-route's rows.
             f"   {yes_no(link['durable'])}",
@@ -239,7 +242,7 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
         [
             federated_exchange(federation),
             str(federation["type"]),
-            str(federation_parent(federation)),
+            node_label(str(federation_parent(federation)), federation.get("parent_node")),
             _federation_source(federation),
             str(federation["state"]),
             _outbox_cell(federation["outbox"]),
@@ -261,9 +264,16 @@ def route_list(node: str, routes: Iterable[Record]) -> list[str]:
     ]
 
 
-def map_probe(node: str, failure: str | None) -> str:
-    """One line of `route map`'s walk: the node and Ok, or why it could not be read."""
-    return f"{node}... {failure or 'Ok'}"
+def map_probe(node: str, failure: str | None, name: str | None = None) -> str:
+    """One line of `route map`'s walk: the node (with the name it gave) and Ok, or why it
+    could not be read."""
+    return f"{node_label(node, name)}... {failure or 'Ok'}"
+
+
+def node_label(address: str, name: str | None) -> str:
+    """`host:port (name)`: a node as the listings name it, by the name it reports where known
+    (two addresses may reach one node: localhost:5672 and 127.0.0.1:5672)."""
+    return f"{address} ({name})" if name else address
 
 
 def map_routes(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:

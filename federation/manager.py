@@ -32,10 +32,10 @@ from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
 from federation.health import combined
-from federation.link import Link
+from federation.link import Link, peer_name
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
-from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation

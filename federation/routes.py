@@ -326,14 +326,6 @@ class RemoteSink:
         await self._channel.wait_for_confirm(seq)
 
 
-def peer_name(connection: PeerConnection) -> str | None:
-    """The peer's node name (server property cluster_name), if it sent one."""
-    name = connection.server_properties.get("cluster_name")
-    if isinstance(name, bytes):
-        return name.decode("utf-8", "replace")
-    return name if isinstance(name, str) else None
-
-
 @dataclass(frozen=True)
 class LocalNode:
     """This node as routes reach it: its name, its management operations (which create and

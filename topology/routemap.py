@@ -80,12 +80,13 @@ def _view(topology: Topology, node: Node) -> NodeView:
             continue  # refused by the node: itself, or an exchange federated twice
         federated.add(federation.exchange)
         federations.append(federation_record(topology, federation))
-    return NodeView(links, routes, federations)
+    # Nodes started from the file (`amq-gateway up`) are named as the file names them.
+    return NodeView(links, routes, federations, node.name)
 
 
 def link_record(peer: Node, link: Link) -> Record:
-    """A links.list record of a link up to `peer` (federation.link.Link.snapshot):
-    connected_since is unknown offline (None)."""
+    """A links.list record of a link up to `peer` (federation.link.Link.snapshot), the peer
+    named as the file names it: connected_since is unknown offline (None)."""
     return {
         "host": peer.host,
         "port": peer.port,
@@ -93,6 +94,7 @@ def link_record(peer: Node, link: Link) -> Record:
         "durable": link.durable,
         "state": OPERATIONAL,
         "last_error": "",
+        "node": peer.name,
         "connected_since": None,
         "reconnects": 0,
     }
@@ -145,6 +147,7 @@ def federation_record(topology: Topology, federation: Federation) -> Record:
         "source": "runtime",
         "state": OPERATIONAL,
         "last_error": "",
+        "parent_node": parent.name,
         "outbox": {"messages": 0, "limit": OUTBOX_LIMIT, "policy": OUTBOX_POLICY, "dropped": 0},
         "forwarded": 0,
         "received": 0,
@@ -327,7 +330,7 @@ def compare_views(
             unread += 1
             probes.append(formatting.map_probe(here, f"Failed: {got}"))
         else:
-            probes.append(formatting.map_probe(here, None))
+            probes.append(formatting.map_probe(here, None, view.name))
         for record, where in _pair(wanted.links, view.links if view is not None else None, _link_identity):
             marker = tally.mark(where, _down(record) if where is None else "")
             links.append(_marked(f"{here} -> {_link_identity(record)}", marker))

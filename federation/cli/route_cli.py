@@ -18,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -129,9 +129,13 @@ class Context:
 async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
     """The node's link to `peer`, if it has one."""
     for link in await client.call("links.list"):
-        if link["host"] == peer.host and link["port"] == peer.port:
+        if is_link_to(link, peer):
             return link
     return None
+
+
+def is_link_to(link: formatting.Record, peer: BrokerAddress) -> bool:
+    return bool(link["host"] == peer.host and link["port"] == peer.port)
 
 
 def refuse_itself(node: BrokerAddress, peer: BrokerAddress, doing: str) -> None:
@@ -153,13 +157,43 @@ async def ensure_link(context: Context, client: Client, node: BrokerAddress, pee
 # -- commands -------------------------------------------------------------------------------
 
 
+def same_node(
+    context: Context, links: Sequence[formatting.Record], peer: BrokerAddress, name: str | None
+) -> BrokerAddress:
+    """`peer`, or the address of the node's link (one of `links`) to the node `peer` names
+    under another address (localhost:5672 and 127.0.0.1:5672 are one node, known by the name
+    it reports): a node has one link to a peer node, whatever the spelling."""
+    if name is None or any(is_link_to(link, peer) for link in links):
+        return peer
+    for link in links:
+        if link.get("node") == name:
+            context.say(
+                f"{endpoint(peer)} is node '{name}', linked as {link_endpoint(link)}: using that link"
+            )
+            return replace(peer, host=link["host"], port=link["port"])
+    return peer
+
+
+async def node_name(context: Context, peer: BrokerAddress) -> str | None:
+    """The name the node at `peer` reports, or None if it cannot be read."""
+    try:
+        async with context.client(peer) as client:
+            return (await client.call("node.info")).get("name")
+    except ManagementFailed:
+        return None
+
+
 async def add_link(context: Context, args: argparse.Namespace) -> int:
-    """Add the link; an existing one is sent the credentials given, and says whether it took
-    them (a link with other credentials reconnects with these, which is worth saying)."""
+    """Add the link; an existing one (to the same node, by its name) is sent the credentials
+    given, and says whether it took them (a link with other credentials reconnects with
+    these, which is worth saying)."""
     node, peer = context.ends(args.dest, args.src)
+    refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
-        refuse_itself(node, peer, "linking")
-        if await find_link(client, peer) is None:
+        links = await client.call("links.list")
+        if not any(is_link_to(link, peer) for link in links):
+            peer = same_node(context, links, peer, await node_name(context, peer))
+        if not any(is_link_to(link, peer) for link in links):
             context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
         record = await client.call(*link_add(peer, context.options.route))
     if record and record.get("change") == "updated":
@@ -200,13 +234,14 @@ async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
     node, peer = context.ends(args.dest, args.src)
     refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
+        peer_node = await check_far_end(context, spec, peer)
+        peer = same_node(context, await client.call("links.list"), peer, peer_node)
         routes = await client.call("routes.list")
         if any(spec.matches(route, endpoint(peer)) for route in routes):
             if context.options.quiet:
                 return 0
             print(f"Duplicate Route - ignoring: {spec.describe()}", file=sys.stderr)
             return EXIT_FAILED
-        await check_far_end(context, spec, peer)
         await ensure_link(context, client, node, peer)
         arrow = "=>" if context.options.route.src_local else "<="
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
@@ -214,25 +249,28 @@ async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
     return 0
 
 
-async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> None:
+async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> str | None:
     """What the route needs on the peer must be there, as the node checks what it needs on
     itself: the source exchange or queue of a pulled route, the destination exchange of a
     pushed one (NOT_FOUND otherwise, and nothing is added). A peer that cannot be read (down,
     not a gateway node, no management rights for this login) is not checked: the route is
-    added and its state says what it meets once the link is up."""
+    added and its state says what it meets once the link is up. The name the peer reports,
+    None if it could not be read."""
     push = context.options.route.src_local
     kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
     try:
         async with context.client(peer) as client:
             records = await client.call(f"{kind}s.list")
+            peer_node: str | None = (await client.call("node.info")).get("name")
     except ManagementFailed as failure:
         context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
-        return
+        return None
     if not any(record["name"] == name for record in records):
         role = "destination exchange" if push else f"source {kind}"
         raise ManagementFailed(
             "NOT_FOUND", f"no {kind} '{name}' on {endpoint(peer)}: the route's {role} must exist there"
         )
+    return peer_node
 
 
 async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:

@@ -94,7 +94,7 @@ async def test_a_federation_whose_parent_lacks_the_exchange_is_failed(
         await route("federate", "add", at(child), at(parent), "fed.lonely")
         listing = await until_output("Failed", "federate", "list", at(child))
         row = listing.splitlines()[2]
-        assert row.split()[4] == "Failed", row
+        assert row.split()[2:6] == [at(parent), "(parent)", "runtime", "Failed"], row
         assert f"exchange 'fed.lonely' does not exist on {at(parent)} (since " in row
         route_map = await route("route", "map", at(child))
         assert "fed.lonely (fanout)  [Failed since " in route_map
@@ -143,3 +143,16 @@ async def test_a_usage_error_says_what_is_wrong_on_its_first_line() -> None:
         status, out, err = await cli("amq-config", "node", "--bindings")
         assert (status, out) == (2, "")
         assert err.splitlines()[0] == "amq-config node: error: unrecognized arguments: --bindings"
+
+
+async def test_a_node_is_known_by_its_name_whatever_the_address(nodes: Callable[..., NodeProcess]) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(40):
+        await route("link", "add", at(a), at(b))
+        listed = await until_output("Operational", "link", "list", at(a))
+        assert listed.splitlines()[2].split()[:3] == ["127.0.0.1", str(b.port), "B"]
+        said = await route("-v", "link", "add", at(a), f"localhost:{b.port}")
+        assert said == f"localhost:{b.port} is node 'B', linked as {at(b)}: using that link\n"
+        assert len((await route("link", "list", at(a))).splitlines()) == 3  # still one link
+        route_map = await route("route", "map", f"localhost:{a.port}")
+        assert f"\nlocalhost:{a.port} (A)... Ok\n{at(b)} (B)... Ok\n\n" in route_map
