@@ -161,8 +161,10 @@ class Federations:
         username: str | None = None,
         password: str | None = None,
         durable: bool = False,
+        parent_vhost: str | None = None,
     ) -> dict[str, Any]:
-        """Federate `exchange` to the parent host:port; its record."""
+        """Federate `exchange` to the parent host:port (its `parent_vhost`, by default the
+        node's attach_vhost); its record."""
         target = self._exchange(vhost, exchange)
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ManagementError("usage", f"port {port!r} is not a port number")
@@ -179,7 +181,7 @@ class Federations:
             type=normalize_type(type, target.type),
             host=host,
             port=port,
-            parent_vhost=settings.attach_vhost,
+            parent_vhost=parent_vhost or settings.attach_vhost,
             username=username,
             password=password,
             durable=bool(durable),

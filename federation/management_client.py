@@ -25,7 +25,7 @@ from pamqp import commands
 
 from federation.errors import ClientError, ConnectFailed
 from federation.ports import Delivery, PeerChannel, PeerConnection
-from gateway.names import MANAGEMENT_EXCHANGE
+from gateway.names import DEFAULT_VHOST, MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
 
 if TYPE_CHECKING:
@@ -132,10 +132,11 @@ class ManagementClient:
 
 def _client_connect(address: BrokerAddress, timeout: float) -> AbstractAsyncContextManager[PeerConnection]:
     """federation.client.connect, imported on first use: only real runs need the AMQP client,
-    and the unit tests of the CLIs (with fake nodes) must not depend on it."""
+    and the unit tests of the CLIs (with fake nodes) must not depend on it. Management runs in
+    the default vhost whatever vhost an address URL names (requests name theirs)."""
     from federation.client import connect
 
-    return connect(address, timeout=timeout)
+    return connect(address, vhost=DEFAULT_VHOST, timeout=timeout)
 
 
 def _result(reply: Any) -> Any:

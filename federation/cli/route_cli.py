@@ -71,8 +71,8 @@ amq-route [OPTIONS] link add  <dest-broker> <src-broker>
        amq-route [OPTIONS] route map   [<broker>]
        amq-route [OPTIONS] route flush [<broker>]
 
-       amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE] [--vhost VHOST]
-       amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange> [--vhost VHOST]
+       amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE]
+       amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange>
        amq-route [OPTIONS] federate list [<broker>]
 
        amq-route [OPTIONS] topology check FILE
@@ -98,6 +98,8 @@ class Options:
     timeout: float
     #: How added links, routes and federations behave (sent to the node).
     route: RouteOptions
+    #: --vhost: the vhost on the node a request goes to (None: its address URL's, else "/").
+    vhost: str | None = None
 
 
 def parent_address(text: str) -> Parent:
@@ -122,8 +124,14 @@ class Context:
             print(text, flush=True)
 
     def ends(self, dest: BrokerAddress, src: BrokerAddress) -> tuple[BrokerAddress, BrokerAddress]:
-        """(the node the request goes to, the peer its link reaches)."""
-        return (src, dest) if self.options.route.src_local else (dest, src)
+        """(the node the request goes to, the peer its link reaches); the peer opens the vhost
+        its URL names, else the node's (--vhost or its URL's)."""
+        node, peer = (src, dest) if self.options.route.src_local else (dest, src)
+        return node, replace(peer, vhost=peer.vhost or self.vhost(node))
+
+    def vhost(self, node: BrokerAddress) -> str:
+        """The vhost on `node` a command works in: --vhost, else its URL's, else "/"."""
+        return self.options.vhost or node.vhost or DEFAULT_VHOST
 
 
 async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
@@ -260,7 +268,7 @@ async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) 
     kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
     try:
         async with context.client(peer) as client:
-            records = await client.call(f"{kind}s.list")
+            records = await client.call(f"{kind}s.list", {"vhost": peer.vhost or DEFAULT_VHOST})
             peer_node: str | None = (await client.call("node.info")).get("name")
     except ManagementFailed as failure:
         context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
@@ -364,7 +372,7 @@ async def federate_add(context: Context, args: argparse.Namespace) -> int:
     refuse_itself(child, args.parent.address, "federating")
     async with context.client(child) as client:
         request = federation_add(
-            args.parent, args.exchange, args.vhost, args.type, context.options.route.durable
+            args.parent, args.exchange, context.vhost(child), args.type, context.options.route.durable
         )
         record = await client.call(*request)
     context.say(f"Added federation {formatting.federation_line(endpoint(child), record)}")
@@ -376,8 +384,12 @@ async def federate_del(context: Context, args: argparse.Namespace) -> int:
     that parent."""
     child: BrokerAddress = args.child
     async with context.client(child) as client:
-        await client.call(*federation_delete(args.parent.address, args.exchange, args.vhost))
-    deleted = {"parent": endpoint(args.parent.address), "exchange": args.exchange, "vhost": args.vhost}
+        await client.call(*federation_delete(args.parent.address, args.exchange, context.vhost(child)))
+    deleted = {
+        "parent": endpoint(args.parent.address),
+        "exchange": args.exchange,
+        "vhost": context.vhost(child),
+    }
     context.say(f"Deleted federation {formatting.federation_line(endpoint(child), deleted)}")
     return 0
 
@@ -442,6 +454,15 @@ OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
         DEFAULT_TRANSPORT,
     ),
     (
+        "vhost",
+        ("--vhost",),
+        {
+            "metavar": "VHOST",
+            "help": "the vhost on the node the command goes to (default: its address URL's, else /)",
+        },
+        None,
+    ),
+    (
         "timeout",
         ("--timeout",),
         {
@@ -456,8 +477,8 @@ OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
 #: Which global options each kind of command takes (its --help shows only these; any other
 #: after the command is a usage error; before the command, qpid-route's place, all are
 #: accepted, as qpid-route did).
-ADDING = ("verbose", "quiet", "durable", "src-local", "ack", "credit", "transport", "timeout")
-DELETING = ("verbose", "quiet", "del-empty-link", "src-local", "timeout")
+ADDING = ("verbose", "quiet", "durable", "src-local", "ack", "credit", "transport", "vhost", "timeout")
+DELETING = ("verbose", "quiet", "del-empty-link", "src-local", "vhost", "timeout")
 READING = ("timeout",)
 
 
@@ -539,9 +560,6 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
             "(default: the child's attach login)",
         )
         leaf.add_argument("exchange", help="the exchange, named the same on both nodes")
-        leaf.add_argument(
-            "--vhost", default=DEFAULT_VHOST, help=f"vhost of the child's exchange (default {DEFAULT_VHOST})"
-        )
 
     def tag_and_excludes(leaf: argparse.ArgumentParser) -> None:
         leaf.add_argument("tag", nargs="?", help="federation tag of the route (default: the node's)")
@@ -631,7 +649,7 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         "add",
         federate_add,
         "federate an exchange of child-broker to the same-named one of parent-broker",
-        ("verbose", "durable", "timeout"),
+        ("verbose", "durable", "vhost", "timeout"),
     )
     federation(leaf)
     leaf.add_argument(
@@ -646,7 +664,7 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
             "del",
             federate_del,
             "stop federating an exchange of child-broker",
-            ("verbose", "timeout"),
+            ("verbose", "vhost", "timeout"),
         )
     )
     one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
@@ -660,13 +678,17 @@ async def exchange_route(kind: str, context: Context, args: argparse.Namespace, 
     """dynamic add|del and route add|del."""
     excludes = tuple(name for name in (getattr(args, "excludes", None) or "").split(",") if name)
     key = args.key if kind == "exchange" else None
-    spec = RouteSpec(kind, args.exchange, key=key, tag=getattr(args, "tag", None), excludes=excludes)
+    vhost = context.vhost(context.ends(args.dest, args.src)[0])
+    spec = RouteSpec(
+        kind, args.exchange, key=key, tag=getattr(args, "tag", None), excludes=excludes, vhost=vhost
+    )
     return await (add_route if add else del_route)(context, args, spec)
 
 
 async def queue_route(context: Context, args: argparse.Namespace, *, add: bool) -> int:
     """queue add|del."""
-    spec = RouteSpec("queue", args.exchange, queue=args.queue)
+    vhost = context.vhost(context.ends(args.dest, args.src)[0])
+    spec = RouteSpec("queue", args.exchange, queue=args.queue, vhost=vhost)
     return await (add_route if add else del_route)(context, args, spec)
 
 
@@ -684,6 +706,7 @@ def options_of(args: argparse.Namespace) -> Options:
         quiet=args.quiet,
         del_empty_link=args.del_empty_link,
         timeout=args.timeout,
+        vhost=args.vhost,
         route=RouteOptions(
             durable=args.durable,
             src_local=args.src_local,

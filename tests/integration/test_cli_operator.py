@@ -9,7 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trio
+from pamqp import commands
 
+from federation.address import BrokerAddress
+from federation.client import connect
+from gateway.wire import Content
 from tests.integration.test_federation_routes import at, cli, publish, route
 from tests.nodes import NodeProcess, free_port
 
@@ -156,3 +160,33 @@ async def test_a_node_is_known_by_its_name_whatever_the_address(nodes: Callable[
         assert len((await route("link", "list", at(a))).splitlines()) == 3  # still one link
         route_map = await route("route", "map", f"localhost:{a.port}")
         assert f"\nlocalhost:{a.port} (A)... Ok\n{at(b)} (B)... Ok\n\n" in route_map
+
+
+async def test_a_queue_route_between_two_nodes_other_vhosts(
+    nodes: Callable[..., NodeProcess], tmp_path: Path
+) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nvhosts = ["prod"]\n')
+    a, b = nodes("A", "--config", str(config)), nodes("B", "--config", str(config))
+    with trio.fail_after(40):
+        for node in (a, b):
+            status, _, err = await cli(
+                "amq-config", "-a", at(node), "--vhost", "prod", "add", "queue", "public"
+            )
+            assert status == 0, err
+        async with connect(BrokerAddress("127.0.0.1", a.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.call(commands.Queue.Bind(queue="public", exchange="amq.fanout", routing_key=""))
+        # The source queue is checked in B's prod; the route takes it into A's prod amq.fanout.
+        await route("--vhost", "prod", "queue", "add", at(a), at(b), "amq.fanout", "public")
+        await until_output("[Operational; ", "route", "list", at(a))
+        async with connect(BrokerAddress("127.0.0.1", b.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.confirm_select()
+            channel.publish("", "public", Content.from_properties(commands.Basic.Properties(), b"in prod"))
+            await channel.wait_for_confirms()
+        async with connect(BrokerAddress("127.0.0.1", a.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.consume("public", no_ack=True)
+            delivery = await anext(aiter(channel.deliveries()))
+            assert delivery.content.body == b"in prod"

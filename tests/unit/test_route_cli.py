@@ -71,7 +71,14 @@ class FakeNode:
         return [dict(link) for link in self.links]
 
     def links_add(
-        self, host: str, port: int, username: str, password: str, durable: bool, transport: str
+        self,
+        host: str,
+        port: int,
+        username: str,
+        password: str,
+        durable: bool,
+        transport: str,
+        vhost: str | None = None,
     ) -> dict[str, Any]:
         """As federation.manager: an existing link takes other credentials ("updated")."""
         known = self.logins.get((host, port))
@@ -101,10 +108,11 @@ class FakeNode:
         "a1")."""
         return {"name": self.node_name or "".join(char for char in self.name if char.isalnum())}
 
-    def exchanges_list(self) -> list[dict[str, Any]]:
+    def exchanges_list(self, vhost: str = "/") -> list[dict[str, Any]]:
+        """The same in every vhost (which vhost was asked is in `requests`)."""
         return [{"name": name} for name in self.exchanges]
 
-    def queues_list(self) -> list[dict[str, Any]]:
+    def queues_list(self, vhost: str = "/") -> list[dict[str, Any]]:
         return [{"name": name} for name in self.queues]
 
     def routes_list(self) -> list[dict[str, Any]]:
@@ -148,6 +156,7 @@ class FakeNode:
         username: str | None,
         password: str | None,
         durable: bool,
+        parent_vhost: str | None = None,
     ) -> dict[str, Any]:
         """As federation.federations: one federation per exchange, the type defaulted (every
         exchange here is a topic exchange, so fanout) and data read as fanout."""
@@ -1175,3 +1184,30 @@ def test_one_node_at_two_addresses_is_linked_once_and_mapped_once(capsys: pytest
         "127.0.0.1:2 (b)... Ok",
         "localhost:2 (b)... Ok: the same node as 127.0.0.1:2",
     ]
+
+
+# -- vhosts ---------------------------------------------------------------------------------------
+
+
+def test_routes_in_another_vhost_by_option_or_url() -> None:
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run("--vhost", "prod", "route", "add", "a", "b", "amq.topic", "k") == 0
+    assert sent(net["b:5672"], "exchanges.list") == {"vhost": "prod"}  # the far end, checked there
+    assert sent(net["a:5672"], "links.add")["vhost"] == "prod"  # the peer's: the node's by default
+    assert sent(net["a:5672"], "routes.add")["vhost"] == "prod"
+    assert net.run("route", "del", "a", "b", "amq.topic", "k", "--vhost", "prod") == 0
+    assert net["a:5672"].routes == []
+
+    # URLs: the node's vhost from its own, the peer's from the peer's ("/" is sent as nothing).
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run("route", "add", "amqp://a/sales", "amqp://b/%2F", "amq.topic", "j") == 0
+    assert sent(net["a:5672"], "routes.add")["vhost"] == "sales"
+    assert "vhost" not in sent(net["a:5672"], "links.add")
+    assert sent(net["b:5672"], "exchanges.list") == {"vhost": "/"}
+
+
+def test_federate_add_takes_the_parent_vhost_from_its_url() -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "amqp://guest:guest@child/eu", "amqp://p:pw@parent/central", "x") == 0
+    arguments = sent(net["child:5672"], "federations.add")
+    assert (arguments["vhost"], arguments["parent_vhost"], arguments["username"]) == ("eu", "central", "p")
