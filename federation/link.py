@@ -133,7 +133,7 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def _ends_connection(error: Exception) -> bool:
+def ends_connection(error: Exception) -> bool:
     """Whether a route's error, bare or grouped by the route's own nurseries, means the
     connection is gone (so the link must reconnect) rather than that the route failed."""
     if isinstance(error, ExceptionGroup):
@@ -374,7 +374,7 @@ class Link:
                     try:
                         await route.run(connection)
                     except Exception as error:
-                        if _ends_connection(error):
+                        if ends_connection(error):
                             raise
                         if trio.current_time() - started >= self.backoff.ceiling:
                             delay = None

@@ -435,7 +435,7 @@ class Route:
             else:
                 await self._pull(connection)
         except Exception as error:
-            self.health.failed(f"{self.peer}: {error}")
+            self.health.ended(error, f"{self.peer}: {error}")
             raise
 
     async def _pull(self, connection: PeerConnection) -> None:

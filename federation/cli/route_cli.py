@@ -84,8 +84,9 @@ DESCRIPTION = """\
 Manage federation links and routes between amq-gateway nodes, and exchanges federated to a
 parent node.
 
-Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default); a
-<broker> left out is localhost. Options may come before or after the command."""
+Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default), or
+amqp://user:password@host:port/vhost; a <broker> left out is localhost. Options may come
+before the command, or after it where the command takes them (see its --help)."""
 
 
 @dataclass(frozen=True)

@@ -501,3 +501,27 @@ def test_the_walkthrough_as_a_file_maps_as_the_seed_shows() -> None:
     assert text(offline_map(topology, "n3")) == SEED_ROUTE_MAP
     assert text(offline_map(topology)) == SEED_MAP_FROM_10001
     assert expected_views(topology)["n1"].links[0]["durable"] is False  # made by a transient route
+
+
+def test_a_live_route_that_does_not_forward_is_drift_and_shows_its_traffic() -> None:
+    expected = expected_views(SEED)
+    live: dict[str, NodeView | str] = copy.deepcopy(dict(expected))
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.routes[0].update(state="Operational", since=1795701731.0, messages=3, bytes=120)
+    n1.routes[1].update(
+        state="Failed",
+        last_error="localhost:10002: no queue 'public'",
+        since=1795701731.0,
+        messages=0,
+        bytes=0,
+    )
+    lines, drift = compare_views(SEED, expected, live)
+    assert [line for line in lines if line.startswith("localhost:10001(")] == [
+        "localhost:10001(ex=amq.topic) <= localhost:10002(ex=amq.topic) key=global.#"
+        "  [Operational; 3 messages, 120 bytes]",
+        "localhost:10001(ex=amq.fanout) <= localhost:10002(queue=public)  [Failed since 2026-11-26 14:02:11 UTC:"
+        " localhost:10002: no queue 'public'; 0 messages, 0 bytes]"
+        "  down (Failed: localhost:10002: no queue 'public')",
+    ]
+    assert (lines[-1], drift) == ("Drift: 1 down.", 1)
