@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
@@ -28,16 +26,22 @@ from federation.cli.common import (
     EXIT_FAILED,
     Parser,
     broker_address,
-    count,
-    default,
     parse,
     run,
-    timeout_seconds,
 )
+from federation.cli.peers import (
+    check_far_end,
+    ensure_link,
+    find_link,
+    is_link_to,
+    node_name,
+    refuse_itself,
+    same_node,
+)
+from federation.cli.route_options import ADDING, DELETING, READING, Context, add_options, options_of
 from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
 from federation.requests import (
     Parent,
-    RouteOptions,
     RouteSpec,
     endpoint,
     federation_add,
@@ -49,7 +53,7 @@ from federation.requests import (
 )
 from federation.routemap import MapWalk, NodeView, link_endpoint, read_view
 from gateway.federation_config import ALIASES, TYPES
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS
+from gateway.names import TRANSPORTS
 
 LOCALHOST = "localhost"
 #: What `federate add --type` accepts: the node's federation types and their aliases (data).
@@ -89,107 +93,12 @@ amqp://user:password@host:port/vhost; a <broker> left out is localhost. Options 
 before the command, or after it where the command takes them (see its --help)."""
 
 
-@dataclass(frozen=True)
-class Options:
-    """The global options, as the commands use them."""
-
-    verbose: bool
-    quiet: bool
-    del_empty_link: bool
-    timeout: float
-    #: How added links, routes and federations behave (sent to the node).
-    route: RouteOptions
-    #: --vhost: the vhost on the node a request goes to (None: its address URL's, else "/").
-    vhost: str | None = None
-
-
 def parent_address(text: str) -> Parent:
     """argparse type for <parent-broker>: a broker address, remembering if it had credentials."""
     return Parent(broker_address(text), "@" in text)
 
 
-@dataclass(frozen=True)
-class Context:
-    """What every command needs: the options and how to reach a node."""
-
-    options: Options
-    connect: ClientFactory
-
-    def client(self, address: BrokerAddress) -> AbstractAsyncContextManager[Client]:
-        """A management client on `address`, within the --timeout."""
-        return self.connect(address, self.options.timeout)
-
-    def say(self, text: str) -> None:
-        """One -v line: what the command is doing."""
-        if self.options.verbose:
-            print(text, flush=True)
-
-    def ends(self, dest: BrokerAddress, src: BrokerAddress) -> tuple[BrokerAddress, BrokerAddress]:
-        """(the node the request goes to, the peer its link reaches); the peer opens the vhost
-        its URL names, else the node's (--vhost or its URL's)."""
-        node, peer = (src, dest) if self.options.route.src_local else (dest, src)
-        return node, replace(peer, vhost=peer.vhost or self.vhost(node))
-
-    def vhost(self, node: BrokerAddress) -> str:
-        """The vhost on `node` a command works in: --vhost, else its URL's, else "/"."""
-        return self.options.vhost or node.vhost or DEFAULT_VHOST
-
-
-async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
-    """The node's link to `peer`, if it has one."""
-    for link in await client.call("links.list"):
-        if is_link_to(link, peer):
-            return link
-    return None
-
-
-def is_link_to(link: formatting.Record, peer: BrokerAddress) -> bool:
-    return bool(link["host"] == peer.host and link["port"] == peer.port)
-
-
-def refuse_itself(node: BrokerAddress, peer: BrokerAddress, doing: str) -> None:
-    """A node named as its own peer (the same host:port) is a usage error, before any request:
-    the node cannot tell its own address from another's."""
-    if endpoint(node) == endpoint(peer):
-        raise ManagementFailed("usage", f"{doing} a node to itself is not permitted")
-
-
-async def ensure_link(context: Context, client: Client, node: BrokerAddress, peer: BrokerAddress) -> None:
-    """Create the link unless it exists (a route's command creates its link, as qpid-route's
-    does); an existing link is left as it is, durability included."""
-    refuse_itself(node, peer, "linking")
-    if await find_link(client, peer) is None:
-        context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
-        await client.call(*link_add(peer, context.options.route))
-
-
 # -- commands -------------------------------------------------------------------------------
-
-
-def same_node(
-    context: Context, links: Sequence[formatting.Record], peer: BrokerAddress, name: str | None
-) -> BrokerAddress:
-    """`peer`, or the address of the node's link (one of `links`) to the node `peer` names
-    under another address (localhost:5672 and 127.0.0.1:5672 are one node, known by the name
-    it reports): a node has one link to a peer node, whatever the spelling."""
-    if name is None or any(is_link_to(link, peer) for link in links):
-        return peer
-    for link in links:
-        if link.get("node") == name:
-            context.say(
-                f"{endpoint(peer)} is node '{name}', linked as {link_endpoint(link)}: using that link"
-            )
-            return replace(peer, host=link["host"], port=link["port"])
-    return peer
-
-
-async def node_name(context: Context, peer: BrokerAddress) -> str | None:
-    """The name the node at `peer` reports, or None if it cannot be read."""
-    try:
-        async with context.client(peer) as client:
-            return (await client.call("node.info")).get("name")
-    except ManagementFailed:
-        return None
 
 
 async def add_link(context: Context, args: argparse.Namespace) -> int:
@@ -256,30 +165,6 @@ async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
         await client.call(*route_add(spec, peer, context.options.route))
     return 0
-
-
-async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> str | None:
-    """What the route needs on the peer must be there, as the node checks what it needs on
-    itself: the source exchange or queue of a pulled route, the destination exchange of a
-    pushed one (NOT_FOUND otherwise, and nothing is added). A peer that cannot be read (down,
-    not a gateway node, no management rights for this login) is not checked: the route is
-    added and its state says what it meets once the link is up. The name the peer reports,
-    None if it could not be read."""
-    push = context.options.route.src_local
-    kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
-    try:
-        async with context.client(peer) as client:
-            records = await client.call(f"{kind}s.list", {"vhost": peer.vhost or DEFAULT_VHOST})
-            peer_node: str | None = (await client.call("node.info")).get("name")
-    except ManagementFailed as failure:
-        context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
-        return None
-    if not any(record["name"] == name for record in records):
-        role = "destination exchange" if push else f"source {kind}"
-        raise ManagementFailed(
-            "NOT_FOUND", f"no {kind} '{name}' on {endpoint(peer)}: the route's {role} must exist there"
-        )
-    return peer_node
 
 
 async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
@@ -401,94 +286,6 @@ federate_list = partial(print_table, "federations.list", formatting.federation_t
 # -- command line ---------------------------------------------------------------------------
 
 Command = Callable[[Context, argparse.Namespace], Awaitable[int]]
-
-
-#: The global options: (long name, flags, argparse keywords but the default, the default).
-OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
-    ("verbose", ("-v", "--verbose"), {"action": "store_true", "help": "verbose output"}, False),
-    (
-        "quiet",
-        ("-q", "--quiet"),
-        {"action": "store_true", "help": "quiet output: no duplicate warnings"},
-        False,
-    ),
-    (
-        "durable",
-        ("-d", "--durable"),
-        {"action": "store_true", "help": "the added configuration is durable"},
-        False,
-    ),
-    (
-        "del-empty-link",
-        ("-e", "--del-empty-link"),
-        {
-            "action": "store_true",
-            "help": "delete a link once its last route is deleted (route flush: every link)",
-        },
-        False,
-    ),
-    (
-        "src-local",
-        ("-s", "--src-local"),
-        {
-            "action": "store_true",
-            "help": "the source node opens the link and pushes (not for dynamic routes)",
-        },
-        False,
-    ),
-    (
-        "ack",
-        ("--ack",),
-        {"type": count, "metavar": "N", "help": "acknowledge transfers in batches of N"},
-        None,
-    ),
-    (
-        "credit",
-        ("--credit",),
-        {"type": count, "metavar": "N", "help": "at most N messages in flight on a route"},
-        None,
-    ),
-    (
-        "transport",
-        ("-t", "--transport"),
-        {"metavar": "TRANSPORT", "help": "transport of new links (only tcp)"},
-        DEFAULT_TRANSPORT,
-    ),
-    (
-        "vhost",
-        ("--vhost",),
-        {
-            "metavar": "VHOST",
-            "help": "the vhost on the node the command goes to (default: its address URL's, else /)",
-        },
-        None,
-    ),
-    (
-        "timeout",
-        ("--timeout",),
-        {
-            "type": timeout_seconds,
-            "metavar": "SECS",
-            "help": "how long to wait for a node (seconds, 0: no limit; default 10)",
-        },
-        10.0,
-    ),
-)
-
-#: Which global options each kind of command takes (its --help shows only these; any other
-#: after the command is a usage error; before the command, qpid-route's place, all are
-#: accepted, as qpid-route did).
-ADDING = ("verbose", "quiet", "durable", "src-local", "ack", "credit", "transport", "vhost", "timeout")
-DELETING = ("verbose", "quiet", "del-empty-link", "src-local", "vhost", "timeout")
-READING = ("timeout",)
-
-
-def add_options(parser: argparse.ArgumentParser, main: bool, names: Sequence[str] = ()) -> None:
-    """The global options: every one on the main parser (main=True), those `names` on a
-    command's parser."""
-    for name, flags, keywords, value in OPTIONS:
-        if main or name in names:
-            parser.add_argument(*flags, default=default(value, main), **keywords)
 
 
 @dataclass(frozen=True)
@@ -699,23 +496,6 @@ def check(args: argparse.Namespace) -> None:
         args.parser.error(f"transport '{args.transport}' is not supported: links use tcp")
     if args.dynamic and args.src_local:
         args.parser.error("-s/--src-local is not permitted on dynamic routes (the destination must pull)")
-
-
-def options_of(args: argparse.Namespace) -> Options:
-    return Options(
-        verbose=args.verbose,
-        quiet=args.quiet,
-        del_empty_link=args.del_empty_link,
-        timeout=args.timeout,
-        vhost=args.vhost,
-        route=RouteOptions(
-            durable=args.durable,
-            src_local=args.src_local,
-            ack=args.ack,
-            credit=args.credit,
-            transport=args.transport,
-        ),
-    )
 
 
 def main(
