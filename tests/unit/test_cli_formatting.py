@@ -477,3 +477,11 @@ def test_live_federations_show_state_since_and_bytes() -> None:
         "c:1 => p:5672 amq.data (fanout)  [Failed since 2026-11-26 14:02:11 UTC: exchange 'amq.data' "
         "does not exist on p:5672; forwarded 2 messages, 10 bytes; received 0 messages, 0 bytes]"
     )
+
+
+def test_a_route_in_another_vhost_names_it() -> None:
+    record = route("exchange", "n1", "localhost:10002", "amq.topic", key="k")
+    record["vhost"] = "prod"
+    assert formatting.route_list("localhost:10001", [record]) == [
+        "localhost:10001 localhost:10002 amq.topic (vhost prod) k"
+    ]
