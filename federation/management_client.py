@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from pamqp import commands
 
-from federation.errors import ClientError, ConnectFailed
+from federation.errors import AuthenticationRefused, ClientError, ConnectFailed
 from federation.ports import Delivery, PeerChannel, PeerConnection
 from gateway.names import DEFAULT_VHOST, MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
@@ -172,6 +172,10 @@ def _as_failure(error: Exception, address: BrokerAddress) -> Exception:
     if isinstance(error, ConnectFailed):
         return ManagementFailed(
             CONNECT_FAILED, f"cannot connect to {address}: {error}; is a node running there?"
+        )
+    if isinstance(error, AuthenticationRefused):
+        return ManagementFailed(
+            type(error).__name__, f"{address} refused the login of user '{address.username}': {error}"
         )
     if isinstance(error, ClientError):
         return ManagementFailed(type(error).__name__, str(error))

@@ -20,7 +20,7 @@ from pamqp import commands
 from federation import management_client
 from federation.address import BrokerAddress
 from federation.cli import route_cli
-from federation.errors import ConnectFailed
+from federation.errors import AuthenticationRefused, ConnectFailed
 from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire.content import Content
 from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
@@ -1125,6 +1125,21 @@ async def test_connect_reports_client_errors_by_class(monkeypatch: pytest.Monkey
             pass
     assert str(raised.value) == (
         "ConnectFailed - cannot connect to a:5672: Connection refused; is a node running there?"
+    )
+
+
+async def test_a_refused_login_names_the_node_and_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    @asynccontextmanager
+    async def refused(address: BrokerAddress, timeout: float) -> AsyncIterator[Any]:
+        raise AuthenticationRefused("ACCESS_REFUSED - Login was refused")
+        yield
+
+    monkeypatch.setattr(management_client, "_client_connect", refused)
+    with pytest.raises(ManagementFailed) as raised:
+        async with ManagementClient.connect(BrokerAddress("a", 5672, "ops", "pw"), 1.0):
+            pass
+    assert str(raised.value) == (
+        "AuthenticationRefused - a:5672 refused the login of user 'ops': ACCESS_REFUSED - Login was refused"
     )
 
 
