@@ -396,7 +396,7 @@ class Peering:
                 retired = self._retired and attachment.behaviour.subscribes
                 await close_route_channel(channel, delete=self.remote_queue if retired else None)
         except Exception as error:
-            self.health.failed(str(error))
+            self.health.ended(error, str(error))
             raise
 
     async def _subscribe(self, connection: PeerConnection, channel: PeerChannel) -> None:

@@ -95,12 +95,13 @@ class _Reply:
 async def connect(
     address: BrokerAddress | str,
     *,
-    vhost: str = DEFAULT_VHOST,
+    vhost: str | None = None,
     heartbeat: int = 10,
     timeout: float = 10.0,
     client_properties: dict[str, Any] | None = None,
 ) -> AsyncIterator[Connection]:
-    """Connect, log in and open `vhost`; close on leaving the block.
+    """Connect, log in and open `vhost` (default: the address's, else "/"); close on leaving
+    the block.
 
     Args:
         address: a BrokerAddress, or its text form ("user/password@host:port").
@@ -114,6 +115,7 @@ async def connect(
     """
     if isinstance(address, str):
         address = BrokerAddress.parse(address)
+    vhost = vhost or address.vhost or DEFAULT_VHOST
     wire = ClientConnection(
         address.username, address.password, vhost, client_properties=client_properties, heartbeat=heartbeat
     )

@@ -37,6 +37,7 @@ from pamqp import commands
 
 from federation.address import BrokerAddress
 from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
+from federation.link import peer_name
 from federation.local import LocalChannelClosed
 from federation.persistence import FederationStore
 from federation.ports import PeerChannel, PeerConnection
@@ -47,7 +48,6 @@ from federation.routes import (
     RouteConfig,
     check_peer_exchange,
     declare_source_queue,
-    peer_name,
     run_beside,
 )
 from gateway.broker.exchange import Exchange

@@ -50,6 +50,13 @@ class _Entry:
     link: Link
 
 
+def _record(entry: _Entry) -> dict[str, Any]:
+    """A federation's record: the peering's state folded with its link's, and the name the
+    parent gave (None before the first connection)."""
+    link = entry.link.snapshot()
+    return {**entry.attachment.record(combined(entry.peering.health, link)), "parent_node": link["node"]}
+
+
 class Federations:
     """Federated exchanges; `start` within the node's federation nursery."""
 
@@ -142,10 +149,7 @@ class Federations:
     # -- management -------------------------------------------------------------------------
 
     def list(self) -> list[dict[str, Any]]:
-        return [
-            entry.attachment.record(combined(entry.peering.health, entry.link.snapshot()))
-            for entry in self._entries.values()
-        ]
+        return [_record(entry) for entry in self._entries.values()]
 
     def add(
         self,
@@ -157,8 +161,10 @@ class Federations:
         username: str | None = None,
         password: str | None = None,
         durable: bool = False,
+        parent_vhost: str | None = None,
     ) -> dict[str, Any]:
-        """Federate `exchange` to the parent host:port; its record."""
+        """Federate `exchange` to the parent host:port (its `parent_vhost`, by default the
+        node's attach_vhost); its record."""
         target = self._exchange(vhost, exchange)
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ManagementError("usage", f"port {port!r} is not a port number")
@@ -175,7 +181,7 @@ class Federations:
             type=normalize_type(type, target.type),
             host=host,
             port=port,
-            parent_vhost=settings.attach_vhost,
+            parent_vhost=parent_vhost or settings.attach_vhost,
             username=username,
             password=password,
             durable=bool(durable),
@@ -185,7 +191,7 @@ class Federations:
         entry = self._start(config, target)
         if config.durable:
             self._stored().put_attachment(vhost, exchange, config.to_json())
-        return entry.attachment.record(combined(entry.peering.health, entry.link.snapshot()))
+        return _record(entry)
 
     def delete(self, host: str, port: int, exchange: str, vhost: str = DEFAULT_VHOST) -> None:
         entry = self._entries.get((vhost, exchange))

@@ -22,6 +22,7 @@ Columns = Sequence[tuple[str, int]]
 _LINK_COLUMNS = (
     ("Host", 16),
     ("Port", 8),
+    ("Node", 10),
     ("Transport", 10),
     ("Durable", 9),
     ("State", 18),
@@ -142,6 +143,10 @@ def federation_status(record: Record) -> str:
     return f"  [{state_text(record)}; forwarded {forwarded}; received {received}]"
 
 
+#: Which of a pair's states `route map` shows: the least healthy.
+_STATE_RANK = {"Operational": 0, "Waiting": 1, "Failed": 2}
+
+
 def _pair_status(routes: Sequence[Record]) -> str:
     """A dynamic pair's status: the least healthy route's state, the traffic of both."""
     if any("since" not in route for route in routes):
@@ -153,10 +158,6 @@ def _pair_status(routes: Sequence[Record]) -> str:
         "bytes": sum(int(route["bytes"]) for route in routes),
     }
     return route_status(total)
-
-
-#: Which of a pair's states `route map` shows: the least healthy.
-_STATE_RANK = {"Operational": 0, "Waiting": 1, "Failed": 2}
 
 
 # -- amq-route ------------------------------------------------------------------------------
@@ -171,6 +172,8 @@ def link_table(links: Sequence[Record]) -> list[str]:
         [
             str(link["host"]),
             str(link["port"]),
+            # The name the peer gave when it was last reached: which node the address is.
+            str(link.get("node") or "-"),
             str(link["transport"]),
             # Durable sits under the middle of its caption, as in qpid-route's rows.
             f"   {yes_no(link['durable'])}",
@@ -189,8 +192,8 @@ def federation_parent(federation: Record) -> BrokerAddress:
     return BrokerAddress(host.removeprefix("[").removesuffix("]"), int(port))
 
 
-def federated_exchange(federation: Record) -> str:
-    """The exchange a federation attaches, with its vhost when that is not the default one."""
+def exchange_in_vhost(federation: Record) -> str:
+    """A federation's or a route's exchange, with its vhost when that is not the default one."""
     if federation.get("vhost", DEFAULT_VHOST) == DEFAULT_VHOST:
         return str(federation["exchange"])
     return f"{federation['exchange']} (vhost {federation['vhost']})"
@@ -199,7 +202,7 @@ def federated_exchange(federation: Record) -> str:
 def federation_line(child: str, federation: Record) -> str:
     """`child => parent exchange (type)`: how `route map` and -v name a federation (without the
     type when the record has none, as when naming one to delete)."""
-    line = f"{child} => {federation_parent(federation)} {federated_exchange(federation)}"
+    line = f"{child} => {federation_parent(federation)} {exchange_in_vhost(federation)}"
     return f"{line} ({federation['type']})" if federation.get("type") else line
 
 
@@ -237,9 +240,9 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
         return ["No Federations Found"]
     rows = [
         [
-            federated_exchange(federation),
+            exchange_in_vhost(federation),
             str(federation["type"]),
-            str(federation_parent(federation)),
+            node_label(str(federation_parent(federation)), federation.get("parent_node")),
             _federation_source(federation),
             str(federation["state"]),
             _outbox_cell(federation["outbox"]),
@@ -254,16 +257,24 @@ def federation_table(federations: Sequence[Record]) -> list[str]:
 
 
 def route_list(node: str, routes: Iterable[Record]) -> list[str]:
-    """`route list`: `<node> <peer> <exchange> <key>` per route on the node."""
+    """`route list`: `<node> <peer> <exchange> <key>` per route on the node (the exchange with
+    its vhost when not the default one)."""
     return [
-        f"{node} {route_peer(route)} {route['exchange']} {route_key_text(route)}{route_status(route)}"
+        f"{node} {route_peer(route)} {exchange_in_vhost(route)} {route_key_text(route)}{route_status(route)}"
         for route in routes
     ]
 
 
-def map_probe(node: str, failure: str | None) -> str:
-    """One line of `route map`'s walk: the node and Ok, or why it could not be read."""
-    return f"{node}... {failure or 'Ok'}"
+def map_probe(node: str, failure: str | None, name: str | None = None) -> str:
+    """One line of `route map`'s walk: the node (with the name it gave) and Ok, or why it
+    could not be read."""
+    return f"{node_label(node, name)}... {failure or 'Ok'}"
+
+
+def node_label(address: str, name: str | None) -> str:
+    """`host:port (name)`: a node as the listings name it, by the name it reports where known
+    (two addresses may reach one node: localhost:5672 and 127.0.0.1:5672)."""
+    return f"{address} ({name})" if name else address
 
 
 def map_routes(routes_by_node: Sequence[tuple[str, Sequence[Record]]]) -> list[str]:

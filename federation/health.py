@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from federation.link import ends_connection
+
 OPERATIONAL = "Operational"
 WAITING = "Waiting"
 FAILED = "Failed"
@@ -33,6 +35,14 @@ class Health:
 
     def failed(self, error: str) -> None:
         self._set(FAILED, error)
+
+    def ended(self, error: Exception, text: str) -> None:
+        """A run ended with `error`: Failed (with `text`), unless the connection ended it,
+        which the link's state reports (the route waits for the next connection)."""
+        if ends_connection(error):
+            self._set(WAITING, "")
+        else:
+            self.failed(text)
 
     def _set(self, state: str, error: str) -> None:
         if state != self.state:

@@ -111,6 +111,14 @@ def _client_connect(address: BrokerAddress, **options: Any) -> AbstractAsyncCont
     return connect(address, **options)
 
 
+def peer_name(connection: PeerConnection) -> str | None:
+    """The peer's node name (server property cluster_name), if it sent one."""
+    name = connection.server_properties.get("cluster_name")
+    if isinstance(name, bytes):
+        return name.decode("utf-8", "replace")
+    return name if isinstance(name, str) else None
+
+
 def _describe(error: BaseException) -> str:
     """The text for Last Error: "Connection refused" rather than "[Errno 111] Connection refused"."""
     if isinstance(error, OSError) and error.strerror:
@@ -125,7 +133,7 @@ def _first_leaf(error: BaseException) -> BaseException:
     return error
 
 
-def _ends_connection(error: Exception) -> bool:
+def ends_connection(error: Exception) -> bool:
     """Whether a route's error, bare or grouped by the route's own nurseries, means the
     connection is gone (so the link must reconnect) rather than that the route failed."""
     if isinstance(error, ExceptionGroup):
@@ -169,6 +177,8 @@ class Link:
         self._last_error = ""
         self._since = time.time()
         self._connected_since: float | None = None
+        #: The name the peer gave on its last connection: which node this address reaches.
+        self._peer_name: str | None = None
         self._reconnects = 0
         self._delay: float | None = None
         self._routes: list[Route] = []
@@ -215,6 +225,7 @@ class Link:
             "durable": self.durable,
             "state": self._state.value,
             "last_error": self._last_error,
+            "node": self._peer_name,
             "since": self._since,
             "connected_since": self._connected_since,
             "reconnects": self._reconnects,
@@ -305,6 +316,7 @@ class Link:
         failure: BaseException | None = None
         try:
             async with self._connect(self.address, heartbeat=self.heartbeat) as connection:
+                self._peer_name = peer_name(connection)
                 with trio.CancelScope() as self._session_scope:
                     await self._operate(connection)
         except* AuthenticationRefused as group:
@@ -362,7 +374,7 @@ class Link:
                     try:
                         await route.run(connection)
                     except Exception as error:
-                        if _ends_connection(error):
+                        if ends_connection(error):
                             raise
                         if trio.current_time() - started >= self.backoff.ceiling:
                             delay = None

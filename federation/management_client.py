@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 from pamqp import commands
 
-from federation.errors import ClientError, ConnectFailed
+from federation.errors import AuthenticationRefused, ClientError, ConnectFailed
 from federation.ports import Delivery, PeerChannel, PeerConnection
-from gateway.names import MANAGEMENT_EXCHANGE
+from gateway.names import DEFAULT_VHOST, MANAGEMENT_EXCHANGE
 from gateway.wire.content import Content
 
 if TYPE_CHECKING:
@@ -132,10 +132,11 @@ class ManagementClient:
 
 def _client_connect(address: BrokerAddress, timeout: float) -> AbstractAsyncContextManager[PeerConnection]:
     """federation.client.connect, imported on first use: only real runs need the AMQP client,
-    and the unit tests of the CLIs (with fake nodes) must not depend on it."""
+    and the unit tests of the CLIs (with fake nodes) must not depend on it. Management runs in
+    the default vhost whatever vhost an address URL names (requests name theirs)."""
     from federation.client import connect
 
-    return connect(address, timeout=timeout)
+    return connect(address, vhost=DEFAULT_VHOST, timeout=timeout)
 
 
 def _result(reply: Any) -> Any:
@@ -171,6 +172,10 @@ def _as_failure(error: Exception, address: BrokerAddress) -> Exception:
     if isinstance(error, ConnectFailed):
         return ManagementFailed(
             CONNECT_FAILED, f"cannot connect to {address}: {error}; is a node running there?"
+        )
+    if isinstance(error, AuthenticationRefused):
+        return ManagementFailed(
+            type(error).__name__, f"{address} refused the login of user '{address.username}': {error}"
         )
     if isinstance(error, ClientError):
         return ManagementFailed(type(error).__name__, str(error))

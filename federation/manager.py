@@ -32,14 +32,14 @@ from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
 from federation.health import combined
-from federation.link import Link
+from federation.link import Link, peer_name
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
-from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, peer_name
+from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, route_identity
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
-from gateway.names import DEFAULT_TRANSPORT, TRANSPORTS
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS
 
 LOGGER = logging.getLogger("federation.manager")
 
@@ -64,10 +64,12 @@ class LinkConfig:
     durable: bool = False
     transport: str = DEFAULT_TRANSPORT
     heartbeat: int = DEFAULT_HEARTBEAT
+    #: The peer's vhost the link opens (None: "/").
+    vhost: str | None = None
 
     @property
     def address(self) -> BrokerAddress:
-        return BrokerAddress(self.host, self.port, self.username, self.password)
+        return BrokerAddress(self.host, self.port, self.username, self.password, self.vhost)
 
 
 @dataclass
@@ -179,19 +181,21 @@ class Federation:
         durable: bool = False,
         transport: str = DEFAULT_TRANSPORT,
         heartbeat: int | None = None,
+        vhost: str | None = None,
     ) -> dict[str, Any]:
-        """Add a link to host:port; its record, with `change`: "added", or for an existing
-        link "updated" when these credentials differ from its own (it reconnects with them,
-        its routes with it) and "unchanged" otherwise (durability and the rest stay as
-        they are)."""
+        """Add a link to host:port (opening the peer's `vhost`, "/" by default); its record,
+        with `change`: "added", or for an existing link "updated" when these credentials or
+        this vhost differ from its own (it reconnects with them, its routes with it) and
+        "unchanged" otherwise (durability and the rest stay as they are)."""
         peer = self._peers.get((host, port))
         if peer is None:
             beat = _number("heartbeat", heartbeat, DEFAULT_HEARTBEAT)
-            peer = self._add_link(LinkConfig(host, port, username, password, bool(durable), transport, beat))
+            config = LinkConfig(host, port, username, password, bool(durable), transport, beat, vhost)
+            peer = self._add_link(config)
             return {**peer.link.snapshot(), "change": "added"}
-        if (username, password) == (peer.config.username, peer.config.password):
+        if (username, password, vhost) == (peer.config.username, peer.config.password, peer.config.vhost):
             return {**peer.link.snapshot(), "change": "unchanged"}
-        self._relogin(peer, replace(peer.config, username=username, password=password))
+        self._relogin(peer, replace(peer.config, username=username, password=password, vhost=vhost))
         return {**peer.link.snapshot(), "change": "updated"}
 
     def delete_link(self, host: str, port: int) -> None:
@@ -291,9 +295,10 @@ class Federation:
         credit: int | None = None,
         username: str = "guest",
         password: str = "guest",
+        vhost: str = DEFAULT_VHOST,
     ) -> dict[str, Any]:
-        """Add a route, and its link if there is none (with these credentials, as durable as
-        the route); its record."""
+        """Add a route in this node's `vhost`, and its link if there is none (with these
+        credentials, as durable as the route); its record."""
         config = RouteConfig(
             kind=kind,
             exchange=exchange,
@@ -305,6 +310,7 @@ class Federation:
             src_local=bool(src_local),
             ack=_number("ack", ack, DEFAULT_ACK) or DEFAULT_ACK,
             credit=_number("credit", credit, DEFAULT_CREDIT) or DEFAULT_CREDIT,
+            vhost=vhost,
         )
         self._check_route(config)
         peer = self._peers.get((host, port))
@@ -324,12 +330,19 @@ class Federation:
         return route.record()
 
     def delete_route(
-        self, host: str, port: int, kind: str, exchange: str, key: str | None = None, queue: str | None = None
+        self,
+        host: str,
+        port: int,
+        kind: str,
+        exchange: str,
+        key: str | None = None,
+        queue: str | None = None,
+        vhost: str = DEFAULT_VHOST,
     ) -> None:
         peer = self._peer(host, port)
         selector = route_selector(kind, key, queue)
         for route in peer.routes:
-            if route.config.identity() == (kind, exchange, selector):
+            if route.config.identity() == route_identity(kind, exchange, selector, vhost):
                 self._remove_route(peer, route)
                 return
         raise ManagementError(
@@ -365,6 +378,8 @@ class Federation:
                 "usage",
                 f"exchange '{config.exchange}' is federated to a parent: an exchange is federated at most once",
             )
+        if config.kind == "dynamic" and config.vhost != DEFAULT_VHOST:
+            raise ManagementError("usage", f"dynamic routes work in vhost '{DEFAULT_VHOST}' only")
         if config.kind == "dynamic" and config.src_local:
             raise ManagementError(
                 "usage", "-s/--src-local is not permitted on dynamic routes (the destination must pull)"
@@ -376,21 +391,19 @@ class Federation:
         if config.kind == "queue" and not config.queue:
             raise ManagementError("usage", "a queue route needs the source queue")
         if config.src_local and config.kind == "queue":
-            self._require_local(config.queue or "", "queue", "source queue")
+            self._require_local(config.queue or "", "queue", "source queue", config.vhost)
         else:
             role = "source" if config.src_local else "destination"
-            self._require_local(config.exchange, "exchange", f"{role} exchange")
+            self._require_local(config.exchange, "exchange", f"{role} exchange", config.vhost)
 
-    def _require_local(self, name: str, kind: str, role: str) -> None:
-        listed = (
-            self.node.management.list_exchanges()
-            if kind == "exchange"
-            else self.node.management.list_queues()
-        )
+    def _require_local(self, name: str, kind: str, role: str, vhost: str) -> None:
+        management = self.node.management
+        listed = management.list_exchanges(vhost) if kind == "exchange" else management.list_queues(vhost)
         if not any(record["name"] == name for record in listed):
+            node = f"node '{self.node.name}'"
+            where = f"on {node}" if vhost == DEFAULT_VHOST else f"in vhost '{vhost}' of {node}"
             raise ManagementError(
-                "NOT_FOUND",
-                f"no {kind} '{name}' on node '{self.node.name}': the route's {role} must exist there",
+                "NOT_FOUND", f"no {kind} '{name}' {where}: the route's {role} must exist there"
             )
 
     def _check_fits(self, peer: _Peer, config: RouteConfig) -> None:

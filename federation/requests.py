@@ -12,7 +12,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
-from gateway.names import DEFAULT_TRANSPORT
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
 
 #: One management request: (method, arguments).
 Request = tuple[str, dict[str, Any]]
@@ -39,20 +39,25 @@ class RouteSpec:
     queue: str | None = None
     tag: str | None = None
     excludes: tuple[str, ...] = ()
+    #: The vhost on the node holding the route (the destination's, or the source's with -s).
+    vhost: str = DEFAULT_VHOST
 
     def identity(self) -> dict[str, Any]:
         """What tells this route apart from the others on the same link (qpid-route's rule:
-        the exchange, plus the key of an exchange route or the queue of a queue route)."""
+        the exchange, plus the key of an exchange route or the queue of a queue route), and
+        its vhost when not the default one."""
         identity: dict[str, Any] = {"kind": self.kind, "exchange": self.exchange}
         if self.kind == "exchange":
             identity["key"] = self.key
         elif self.kind == "queue":
             identity["queue"] = self.queue
+        if self.vhost != DEFAULT_VHOST:
+            identity["vhost"] = self.vhost
         return identity
 
     def matches(self, record: formatting.Record, peer: str) -> bool:
         """Whether a route record of the node is this route on the link to `peer`."""
-        if formatting.route_peer(record) != peer:
+        if formatting.route_peer(record) != peer or record.get("vhost", DEFAULT_VHOST) != self.vhost:
             return False
         return all(record.get(name) == value for name, value in self.identity().items())
 
@@ -76,18 +81,19 @@ def endpoint(address: BrokerAddress) -> str:
 
 
 def link_add(peer: BrokerAddress, options: RouteOptions) -> Request:
-    """links.add: the peer, with the credentials the link logs in with."""
-    return (
-        "links.add",
-        {
-            "host": peer.host,
-            "port": peer.port,
-            "username": peer.username,
-            "password": peer.password,
-            "durable": options.durable,
-            "transport": options.transport,
-        },
-    )
+    """links.add: the peer, with the credentials the link logs in with and the peer's vhost
+    it opens (when not the default one)."""
+    arguments: dict[str, Any] = {
+        "host": peer.host,
+        "port": peer.port,
+        "username": peer.username,
+        "password": peer.password,
+        "durable": options.durable,
+        "transport": options.transport,
+    }
+    if peer.vhost not in (None, DEFAULT_VHOST):
+        arguments["vhost"] = peer.vhost
+    return ("links.add", arguments)
 
 
 def link_delete(peer: BrokerAddress) -> Request:
@@ -120,16 +126,16 @@ def federation_add(
 ) -> Request:
     """federations.add; a null type and login let the child pick its defaults."""
     login = parent.address if parent.login_given else None
-    return (
-        "federations.add",
-        {
-            **federation_identity(parent.address, exchange, vhost),
-            "type": federation_type,
-            "username": login.username if login else None,
-            "password": login.password if login else None,
-            "durable": durable,
-        },
-    )
+    arguments = {
+        **federation_identity(parent.address, exchange, vhost),
+        "type": federation_type,
+        "username": login.username if login else None,
+        "password": login.password if login else None,
+        "durable": durable,
+    }
+    if parent.address.vhost is not None:  # a URL's path: the parent's vhost
+        arguments["parent_vhost"] = parent.address.vhost
+    return ("federations.add", arguments)
 
 
 def federation_delete(parent: BrokerAddress, exchange: str, vhost: str) -> Request:

@@ -28,17 +28,22 @@ def link_peer(link: formatting.Record) -> BrokerAddress:
 
 @dataclass(frozen=True)
 class NodeView:
-    """What `route map` reads of one node."""
+    """What `route map` reads of one node, and the name it reports (None: not known)."""
 
     links: list[formatting.Record]
     routes: list[formatting.Record]
     federations: list[formatting.Record]
+    name: str | None = None
 
-    def peers(self) -> list[BrokerAddress]:
-        """The nodes to visit from this one: its links' far ends, then its federations' parents."""
+    def peers(self) -> list[tuple[BrokerAddress, str | None]]:
+        """The nodes to visit from this one: its links' far ends, then its federations'
+        parents, each with the name it gave when last reached (None: never reached)."""
         return [
-            *map(link_peer, self.links),
-            *map(formatting.federation_parent, self.federations),
+            *((link_peer(link), link.get("node")) for link in self.links),
+            *(
+                (formatting.federation_parent(federation), federation.get("parent_node"))
+                for federation in self.federations
+            ),
         ]
 
 
@@ -48,8 +53,10 @@ class MapWalk:
     topology file, and both print the same lines.
 
     The walk starts at a node already read, then visits each node's link peers and then its
-    federations' parents, each once (by `host:port`), in the order found; every node after the
-    first is reached with the first node's credentials. `pending()` yields the nodes to read
+    federations' parents, each once, in the order found: a node is known by the name it
+    reports (two addresses of one node, localhost:5672 and 127.0.0.1:5672, are one node, read
+    once), or by `host:port` where it reports none; every node after the first is reached with
+    the first node's credentials. `pending()` yields the nodes to read
     while the walk grows; the caller answers each with `reached` or `failed`, which return the
     probe line. `lines()` is the whole map, `heading()` and `sections()` its two halves."""
 
@@ -58,6 +65,8 @@ class MapWalk:
         self.views: list[tuple[str, NodeView]] = []
         self.probes: list[str] = []
         self._seen = {endpoint(start)}
+        #: Node name -> the address it was first reached or queued at.
+        self._names: dict[str, str] = {}
         self._queue: list[BrokerAddress] = []
         self.reached(start, view)
 
@@ -67,13 +76,22 @@ class MapWalk:
             yield self._queue.pop(0)
 
     def reached(self, address: BrokerAddress, view: NodeView) -> str:
-        """`address` was read: its probe line; its peers are visited later."""
-        self.views.append((endpoint(address), view))
-        self.probes.append(formatting.map_probe(endpoint(address), None))
-        for peer in view.peers():
-            if endpoint(peer) not in self._seen:
-                self._seen.add(endpoint(peer))
-                self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
+        """`address` was read: its probe line; its peers are visited later. A node already
+        reached at another address is not drawn twice: its line says which address that was."""
+        here = endpoint(address)
+        first = self._names.setdefault(view.name, here) if view.name else here
+        if first != here and any(node == first for node, _ in self.views):
+            self.probes.append(formatting.map_probe(here, f"Ok: the same node as {first}", view.name))
+            return self.probes[-1]
+        self.views.append((here, view))
+        self.probes.append(formatting.map_probe(here, None, view.name))
+        for peer, name in view.peers():
+            if endpoint(peer) in self._seen or (name is not None and name in self._names):
+                continue
+            self._seen.add(endpoint(peer))
+            if name is not None:
+                self._names[name] = endpoint(peer)
+            self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
         return self.probes[-1]
 
     def failed(self, address: BrokerAddress, failure: str) -> str:
@@ -96,9 +114,10 @@ class MapWalk:
 
 
 async def read_view(client: Client) -> NodeView:
-    """The links, routes and federations of the node `client` talks to."""
+    """The links, routes and federations of the node `client` talks to, and its name."""
     return NodeView(
         await client.call("links.list"),
         await client.call("routes.list"),
         await client.call("federations.list"),
+        (await client.call("node.info"))["name"],
     )

@@ -47,6 +47,7 @@ from federation.ports import PeerChannel, PeerConnection
 from gateway.broker import Broker
 from gateway.broker.exchange import Exchange
 from gateway.management import Management, ManagementError
+from gateway.names import DEFAULT_VHOST
 from gateway.wire import make_method
 from gateway.wire.content import Content
 
@@ -128,10 +129,16 @@ class RouteConfig:
     src_local: bool = False
     ack: int = DEFAULT_ACK
     credit: int = DEFAULT_CREDIT
+    #: This node's vhost: the destination exchange's (pull) or the source's (push).
+    vhost: str = DEFAULT_VHOST
 
-    def identity(self) -> tuple[str, str, str | None]:
-        """What tells routes on one link apart (qpid-route's rule): kind, exchange, key or queue."""
-        return (self.kind, self.exchange, route_selector(self.kind, self.key, self.queue))
+    def identity(self) -> tuple[str, ...]:
+        """What tells routes on one link apart (qpid-route's rule): kind, exchange, key or
+        queue, and the vhost when it is not the default one (so identities stored before
+        vhosts existed still match)."""
+        return route_identity(
+            self.kind, self.exchange, route_selector(self.kind, self.key, self.queue), self.vhost
+        )
 
     def describe(self) -> str:
         """`exchange(key)` or `exchange(queue)`, as the CLIs name routes."""
@@ -143,6 +150,12 @@ class RouteConfig:
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> RouteConfig:
         return cls(**{**record, "excludes": tuple(record.get("excludes") or ())})
+
+
+def route_identity(kind: str, exchange: str, selector: str | None, vhost: str) -> tuple[Any, ...]:
+    """RouteConfig.identity of a route named by its parts."""
+    base = (kind, exchange, selector)
+    return base if vhost == DEFAULT_VHOST else (*base, vhost)
 
 
 @dataclass
@@ -326,14 +339,6 @@ class RemoteSink:
         await self._channel.wait_for_confirm(seq)
 
 
-def peer_name(connection: PeerConnection) -> str | None:
-    """The peer's node name (server property cluster_name), if it sent one."""
-    name = connection.server_properties.get("cluster_name")
-    if isinstance(name, bytes):
-        return name.decode("utf-8", "replace")
-    return name if isinstance(name, str) else None
-
-
 @dataclass(frozen=True)
 class LocalNode:
     """This node as routes reach it: its name, its management operations (which create and
@@ -384,6 +389,7 @@ class Route:
             "dest": there if config.src_local else here,
             "src": here if config.src_local else there,
             "exchange": config.exchange,
+            "vhost": config.vhost,
             "key": config.key,
             "queue": config.queue,
             "tag": config.tag,
@@ -405,9 +411,9 @@ class Route:
         Raises ManagementError (a missing exchange, say)."""
         queue = self.durable_queue
         if queue is not None and self.config.src_local:
-            management = self.node.management
-            management.add_queue(queue, durable=True)
-            management.add_binding(self.config.exchange, queue, self.config.key or "")
+            management, vhost = self.node.management, self.config.vhost
+            management.add_queue(queue, durable=True, vhost=vhost)
+            management.add_binding(self.config.exchange, queue, self.config.key or "", vhost=vhost)
             self.node.want_commit()
 
     def retire(self) -> None:
@@ -418,7 +424,7 @@ class Route:
         queue = self.durable_queue
         if queue is not None and self.config.src_local:
             with contextlib.suppress(ManagementError):
-                self.node.management.delete_queue(queue)
+                self.node.management.delete_queue(queue, vhost=self.config.vhost)
             self.node.want_commit()
 
     async def run(self, connection: PeerConnection) -> None:
@@ -429,14 +435,14 @@ class Route:
             else:
                 await self._pull(connection)
         except Exception as error:
-            self.health.failed(f"{self.peer}: {error}")
+            self.health.ended(error, f"{self.peer}: {error}")
             raise
 
     async def _pull(self, connection: PeerConnection) -> None:
         """Consume the peer's queue into the local exchange."""
         config = self.config
         channel = await connection.channel(buffer=max(config.credit, 1))
-        sink = LocalSink(self.node.broker, self.node.want_commit)
+        sink = LocalSink(self.node.broker, self.node.want_commit, config.vhost)
         try:
             queue = await self._source_queue(channel)
             await channel.qos(prefetch_count=config.credit)
@@ -469,7 +475,9 @@ class Route:
         """Consume the local queue into the peer's exchange, over a confirmed channel."""
         config = self.config
         channel = await connection.channel()
-        source = LocalSource(self.node.broker, self.node.want_commit, credit=config.credit)
+        source = LocalSource(
+            self.node.broker, self.node.want_commit, credit=config.credit, vhost=config.vhost
+        )
         try:
             await channel.call(make_method(commands.Exchange.Declare, exchange=config.exchange, passive=True))
             await channel.confirm_select()

@@ -3,7 +3,7 @@
 `read_live` reads every node of the file at once (one Trio task each), with the node's own
 credentials, through the same management requests amq-config and amq-route send to list
 things (`exchanges.list`, `queues.list`, `bindings.list`, `links.list`, `routes.list`,
-`federations.list`). A node that cannot be read (down, refusing the login, not answering in
+`federations.list`), and its name (`node.info`). A node that cannot be read (down, refusing the login, not answering in
 time) is recorded with the reason, `ConnectFailed - Connection refused`, and never raises:
 a plan must say which nodes it could not see, and `amq-gateway up` polls until all answer.
 """
@@ -33,11 +33,13 @@ class LiveNode:
     links: list[Record] = field(default_factory=list)
     routes: list[Record] = field(default_factory=list)
     federations: list[Record] = field(default_factory=list)
+    #: The name the node reports (node.info).
+    name: str | None = None
 
     @property
     def view(self) -> NodeView:
         """What `amq-route route map` reads of the node."""
-        return NodeView(self.links, self.routes, self.federations)
+        return NodeView(self.links, self.routes, self.federations, self.name)
 
     def operational(self) -> bool:
         """Whether every link and every federation's peering is Operational."""
@@ -75,6 +77,7 @@ async def read_node(
             links=await client.call("links.list"),
             routes=await client.call("routes.list"),
             federations=await client.call("federations.list"),
+            name=(await client.call("node.info")).get("name"),
         )
 
 

@@ -80,12 +80,13 @@ def _view(topology: Topology, node: Node) -> NodeView:
             continue  # refused by the node: itself, or an exchange federated twice
         federated.add(federation.exchange)
         federations.append(federation_record(topology, federation))
-    return NodeView(links, routes, federations)
+    # Nodes started from the file (`amq-gateway up`) are named as the file names them.
+    return NodeView(links, routes, federations, node.name)
 
 
 def link_record(peer: Node, link: Link) -> Record:
-    """A links.list record of a link up to `peer` (federation.link.Link.snapshot):
-    connected_since is unknown offline (None)."""
+    """A links.list record of a link up to `peer` (federation.link.Link.snapshot), the peer
+    named as the file names it: connected_since is unknown offline (None)."""
     return {
         "host": peer.host,
         "port": peer.port,
@@ -93,6 +94,7 @@ def link_record(peer: Node, link: Link) -> Record:
         "durable": link.durable,
         "state": OPERATIONAL,
         "last_error": "",
+        "node": peer.name,
         "connected_since": None,
         "reconnects": 0,
     }
@@ -145,6 +147,7 @@ def federation_record(topology: Topology, federation: Federation) -> Record:
         "source": "runtime",
         "state": OPERATIONAL,
         "last_error": "",
+        "parent_node": parent.name,
         "outbox": {"messages": 0, "limit": OUTBOX_LIMIT, "policy": OUTBOX_POLICY, "dropped": 0},
         "forwarded": 0,
         "received": 0,
@@ -358,10 +361,15 @@ def compare_views(
     map's layout, each line marked as `mark_live` marks it; a last line sums the drift. A
     reciprocal pair of dynamic routes is one `<=>` line when both sides are marked alike."""
     marks = mark_live(topology, expected, live)
-    probes = [
-        formatting.map_probe(node.endpoint, f"Failed: {marks.unread[name]}" if name in marks.unread else None)
-        for name, node in topology.nodes.items()
-    ]
+    probes = []
+    for name, node in topology.nodes.items():
+        view = live.get(name)
+        if name in marks.unread:
+            probes.append(formatting.map_probe(node.endpoint, f"Failed: {marks.unread[name]}"))
+        else:
+            probes.append(
+                formatting.map_probe(node.endpoint, None, view.name if isinstance(view, NodeView) else None)
+            )
     links: list[str] = []
     dynamic: dict[str, dict[tuple[str, str], str]] = {}
     static: list[str] = []

@@ -42,8 +42,8 @@ DESCRIPTION = """\
 Show and change a node's exchanges, queues and bindings. Without a command: a summary.
 
 Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest),
-or amqp://user:password@host:port/vhost.
-Options may come before or after the command."""
+or amqp://user:password@host:port/vhost. Options may come before the command, or after it
+where the command takes them (see its --help)."""
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
@@ -28,16 +26,22 @@ from federation.cli.common import (
     EXIT_FAILED,
     Parser,
     broker_address,
-    count,
-    default,
     parse,
     run,
-    timeout_seconds,
 )
+from federation.cli.peers import (
+    check_far_end,
+    ensure_link,
+    find_link,
+    is_link_to,
+    node_name,
+    refuse_itself,
+    same_node,
+)
+from federation.cli.route_options import ADDING, DELETING, READING, Context, add_options, options_of
 from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
 from federation.requests import (
     Parent,
-    RouteOptions,
     RouteSpec,
     endpoint,
     federation_add,
@@ -49,7 +53,7 @@ from federation.requests import (
 )
 from federation.routemap import MapWalk, NodeView, link_endpoint, read_view
 from gateway.federation_config import ALIASES, TYPES
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS
+from gateway.names import TRANSPORTS
 
 LOCALHOST = "localhost"
 #: What `federate add --type` accepts: the node's federation types and their aliases (data).
@@ -71,8 +75,8 @@ amq-route [OPTIONS] link add  <dest-broker> <src-broker>
        amq-route [OPTIONS] route map   [<broker>]
        amq-route [OPTIONS] route flush [<broker>]
 
-       amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE] [--vhost VHOST]
-       amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange> [--vhost VHOST]
+       amq-route [OPTIONS] federate add  <child-broker> <parent-broker> <exchange> [--type TYPE]
+       amq-route [OPTIONS] federate del  <child-broker> <parent-broker> <exchange>
        amq-route [OPTIONS] federate list [<broker>]
 
        amq-route [OPTIONS] topology check FILE
@@ -84,20 +88,9 @@ DESCRIPTION = """\
 Manage federation links and routes between amq-gateway nodes, and exchanges federated to a
 parent node.
 
-Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default); a
-<broker> left out is localhost. Options may come before or after the command."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """The global options, as the commands use them."""
-
-    verbose: bool
-    quiet: bool
-    del_empty_link: bool
-    timeout: float
-    #: How added links, routes and federations behave (sent to the node).
-    route: RouteOptions
+Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default), or
+amqp://user:password@host:port/vhost; a <broker> left out is localhost. Options may come
+before the command, or after it where the command takes them (see its --help)."""
 
 
 def parent_address(text: str) -> Parent:
@@ -105,61 +98,20 @@ def parent_address(text: str) -> Parent:
     return Parent(broker_address(text), "@" in text)
 
 
-@dataclass(frozen=True)
-class Context:
-    """What every command needs: the options and how to reach a node."""
-
-    options: Options
-    connect: ClientFactory
-
-    def client(self, address: BrokerAddress) -> AbstractAsyncContextManager[Client]:
-        """A management client on `address`, within the --timeout."""
-        return self.connect(address, self.options.timeout)
-
-    def say(self, text: str) -> None:
-        """One -v line: what the command is doing."""
-        if self.options.verbose:
-            print(text, flush=True)
-
-    def ends(self, dest: BrokerAddress, src: BrokerAddress) -> tuple[BrokerAddress, BrokerAddress]:
-        """(the node the request goes to, the peer its link reaches)."""
-        return (src, dest) if self.options.route.src_local else (dest, src)
-
-
-async def find_link(client: Client, peer: BrokerAddress) -> formatting.Record | None:
-    """The node's link to `peer`, if it has one."""
-    for link in await client.call("links.list"):
-        if link["host"] == peer.host and link["port"] == peer.port:
-            return link
-    return None
-
-
-def refuse_itself(node: BrokerAddress, peer: BrokerAddress, doing: str) -> None:
-    """A node named as its own peer (the same host:port) is a usage error, before any request:
-    the node cannot tell its own address from another's."""
-    if endpoint(node) == endpoint(peer):
-        raise ManagementFailed("usage", f"{doing} a node to itself is not permitted")
-
-
-async def ensure_link(context: Context, client: Client, node: BrokerAddress, peer: BrokerAddress) -> None:
-    """Create the link unless it exists (a route's command creates its link, as qpid-route's
-    does); an existing link is left as it is, durability included."""
-    refuse_itself(node, peer, "linking")
-    if await find_link(client, peer) is None:
-        context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
-        await client.call(*link_add(peer, context.options.route))
-
-
 # -- commands -------------------------------------------------------------------------------
 
 
 async def add_link(context: Context, args: argparse.Namespace) -> int:
-    """Add the link; an existing one is sent the credentials given, and says whether it took
-    them (a link with other credentials reconnects with these, which is worth saying)."""
+    """Add the link; an existing one (to the same node, by its name) is sent the credentials
+    given, and says whether it took them (a link with other credentials reconnects with
+    these, which is worth saying)."""
     node, peer = context.ends(args.dest, args.src)
+    refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
-        refuse_itself(node, peer, "linking")
-        if await find_link(client, peer) is None:
+        links = await client.call("links.list")
+        if not any(is_link_to(link, peer) for link in links):
+            peer = same_node(context, links, peer, await node_name(context, peer))
+        if not any(is_link_to(link, peer) for link in links):
             context.say(f"Adding link {endpoint(node)} -> {endpoint(peer)}")
         record = await client.call(*link_add(peer, context.options.route))
     if record and record.get("change") == "updated":
@@ -200,39 +152,19 @@ async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec)
     node, peer = context.ends(args.dest, args.src)
     refuse_itself(node, peer, "linking")
     async with context.client(node) as client:
+        peer_node = await check_far_end(context, spec, peer)
+        peer = same_node(context, await client.call("links.list"), peer, peer_node)
         routes = await client.call("routes.list")
         if any(spec.matches(route, endpoint(peer)) for route in routes):
             if context.options.quiet:
                 return 0
             print(f"Duplicate Route - ignoring: {spec.describe()}", file=sys.stderr)
             return EXIT_FAILED
-        await check_far_end(context, spec, peer)
         await ensure_link(context, client, node, peer)
         arrow = "=>" if context.options.route.src_local else "<="
         context.say(f"Adding {spec.kind} route {endpoint(node)} {arrow} {endpoint(peer)} {spec.describe()}")
         await client.call(*route_add(spec, peer, context.options.route))
     return 0
-
-
-async def check_far_end(context: Context, spec: RouteSpec, peer: BrokerAddress) -> None:
-    """What the route needs on the peer must be there, as the node checks what it needs on
-    itself: the source exchange or queue of a pulled route, the destination exchange of a
-    pushed one (NOT_FOUND otherwise, and nothing is added). A peer that cannot be read (down,
-    not a gateway node, no management rights for this login) is not checked: the route is
-    added and its state says what it meets once the link is up."""
-    push = context.options.route.src_local
-    kind, name = ("queue", spec.queue) if spec.kind == "queue" and not push else ("exchange", spec.exchange)
-    try:
-        async with context.client(peer) as client:
-            records = await client.call(f"{kind}s.list")
-    except ManagementFailed as failure:
-        context.say(f"Not checking {endpoint(peer)} ({failure}): the route waits for it")
-        return
-    if not any(record["name"] == name for record in records):
-        role = "destination exchange" if push else f"source {kind}"
-        raise ManagementFailed(
-            "NOT_FOUND", f"no {kind} '{name}' on {endpoint(peer)}: the route's {role} must exist there"
-        )
 
 
 async def del_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
@@ -326,7 +258,7 @@ async def federate_add(context: Context, args: argparse.Namespace) -> int:
     refuse_itself(child, args.parent.address, "federating")
     async with context.client(child) as client:
         request = federation_add(
-            args.parent, args.exchange, args.vhost, args.type, context.options.route.durable
+            args.parent, args.exchange, context.vhost(child), args.type, context.options.route.durable
         )
         record = await client.call(*request)
     context.say(f"Added federation {formatting.federation_line(endpoint(child), record)}")
@@ -338,8 +270,12 @@ async def federate_del(context: Context, args: argparse.Namespace) -> int:
     that parent."""
     child: BrokerAddress = args.child
     async with context.client(child) as client:
-        await client.call(*federation_delete(args.parent.address, args.exchange, args.vhost))
-    deleted = {"parent": endpoint(args.parent.address), "exchange": args.exchange, "vhost": args.vhost}
+        await client.call(*federation_delete(args.parent.address, args.exchange, context.vhost(child)))
+    deleted = {
+        "parent": endpoint(args.parent.address),
+        "exchange": args.exchange,
+        "vhost": context.vhost(child),
+    }
     context.say(f"Deleted federation {formatting.federation_line(endpoint(child), deleted)}")
     return 0
 
@@ -350,85 +286,6 @@ federate_list = partial(print_table, "federations.list", formatting.federation_t
 # -- command line ---------------------------------------------------------------------------
 
 Command = Callable[[Context, argparse.Namespace], Awaitable[int]]
-
-
-#: The global options: (long name, flags, argparse keywords but the default, the default).
-OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
-    ("verbose", ("-v", "--verbose"), {"action": "store_true", "help": "verbose output"}, False),
-    (
-        "quiet",
-        ("-q", "--quiet"),
-        {"action": "store_true", "help": "quiet output: no duplicate warnings"},
-        False,
-    ),
-    (
-        "durable",
-        ("-d", "--durable"),
-        {"action": "store_true", "help": "the added configuration is durable"},
-        False,
-    ),
-    (
-        "del-empty-link",
-        ("-e", "--del-empty-link"),
-        {
-            "action": "store_true",
-            "help": "delete a link once its last route is deleted (route flush: every link)",
-        },
-        False,
-    ),
-    (
-        "src-local",
-        ("-s", "--src-local"),
-        {
-            "action": "store_true",
-            "help": "the source node opens the link and pushes (not for dynamic routes)",
-        },
-        False,
-    ),
-    (
-        "ack",
-        ("--ack",),
-        {"type": count, "metavar": "N", "help": "acknowledge transfers in batches of N"},
-        None,
-    ),
-    (
-        "credit",
-        ("--credit",),
-        {"type": count, "metavar": "N", "help": "at most N messages in flight on a route"},
-        None,
-    ),
-    (
-        "transport",
-        ("-t", "--transport"),
-        {"metavar": "TRANSPORT", "help": "transport of new links (only tcp)"},
-        DEFAULT_TRANSPORT,
-    ),
-    (
-        "timeout",
-        ("--timeout",),
-        {
-            "type": timeout_seconds,
-            "metavar": "SECS",
-            "help": "how long to wait for a node (seconds, 0: no limit; default 10)",
-        },
-        10.0,
-    ),
-)
-
-#: Which global options each kind of command takes (its --help shows only these; any other
-#: after the command is a usage error; before the command, qpid-route's place, all are
-#: accepted, as qpid-route did).
-ADDING = ("verbose", "quiet", "durable", "src-local", "ack", "credit", "transport", "timeout")
-DELETING = ("verbose", "quiet", "del-empty-link", "src-local", "timeout")
-READING = ("timeout",)
-
-
-def add_options(parser: argparse.ArgumentParser, main: bool, names: Sequence[str] = ()) -> None:
-    """The global options: every one on the main parser (main=True), those `names` on a
-    command's parser."""
-    for name, flags, keywords, value in OPTIONS:
-        if main or name in names:
-            parser.add_argument(*flags, default=default(value, main), **keywords)
 
 
 @dataclass(frozen=True)
@@ -501,9 +358,6 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
             "(default: the child's attach login)",
         )
         leaf.add_argument("exchange", help="the exchange, named the same on both nodes")
-        leaf.add_argument(
-            "--vhost", default=DEFAULT_VHOST, help=f"vhost of the child's exchange (default {DEFAULT_VHOST})"
-        )
 
     def tag_and_excludes(leaf: argparse.ArgumentParser) -> None:
         leaf.add_argument("tag", nargs="?", help="federation tag of the route (default: the node's)")
@@ -593,7 +447,7 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
         "add",
         federate_add,
         "federate an exchange of child-broker to the same-named one of parent-broker",
-        ("verbose", "durable", "timeout"),
+        ("verbose", "durable", "vhost", "timeout"),
     )
     federation(leaf)
     leaf.add_argument(
@@ -608,7 +462,7 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
             "del",
             federate_del,
             "stop federating an exchange of child-broker",
-            ("verbose", "timeout"),
+            ("verbose", "vhost", "timeout"),
         )
     )
     one_broker(command(federate, "list", federate_list, "list a node's federated exchanges"))
@@ -622,13 +476,17 @@ async def exchange_route(kind: str, context: Context, args: argparse.Namespace, 
     """dynamic add|del and route add|del."""
     excludes = tuple(name for name in (getattr(args, "excludes", None) or "").split(",") if name)
     key = args.key if kind == "exchange" else None
-    spec = RouteSpec(kind, args.exchange, key=key, tag=getattr(args, "tag", None), excludes=excludes)
+    vhost = context.vhost(context.ends(args.dest, args.src)[0])
+    spec = RouteSpec(
+        kind, args.exchange, key=key, tag=getattr(args, "tag", None), excludes=excludes, vhost=vhost
+    )
     return await (add_route if add else del_route)(context, args, spec)
 
 
 async def queue_route(context: Context, args: argparse.Namespace, *, add: bool) -> int:
     """queue add|del."""
-    spec = RouteSpec("queue", args.exchange, queue=args.queue)
+    vhost = context.vhost(context.ends(args.dest, args.src)[0])
+    spec = RouteSpec("queue", args.exchange, queue=args.queue, vhost=vhost)
     return await (add_route if add else del_route)(context, args, spec)
 
 
@@ -638,22 +496,6 @@ def check(args: argparse.Namespace) -> None:
         args.parser.error(f"transport '{args.transport}' is not supported: links use tcp")
     if args.dynamic and args.src_local:
         args.parser.error("-s/--src-local is not permitted on dynamic routes (the destination must pull)")
-
-
-def options_of(args: argparse.Namespace) -> Options:
-    return Options(
-        verbose=args.verbose,
-        quiet=args.quiet,
-        del_empty_link=args.del_empty_link,
-        timeout=args.timeout,
-        route=RouteOptions(
-            durable=args.durable,
-            src_local=args.src_local,
-            ack=args.ack,
-            credit=args.credit,
-            transport=args.transport,
-        ),
-    )
 
 
 def main(

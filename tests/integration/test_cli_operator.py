@@ -9,7 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trio
+from pamqp import commands
 
+from federation.address import BrokerAddress
+from federation.client import connect
+from gateway.wire import Content
 from tests.integration.test_federation_routes import at, cli, publish, route
 from tests.nodes import NodeProcess, free_port
 
@@ -94,7 +98,7 @@ async def test_a_federation_whose_parent_lacks_the_exchange_is_failed(
         await route("federate", "add", at(child), at(parent), "fed.lonely")
         listing = await until_output("Failed", "federate", "list", at(child))
         row = listing.splitlines()[2]
-        assert row.split()[4] == "Failed", row
+        assert row.split()[2:6] == [at(parent), "(parent)", "runtime", "Failed"], row
         assert f"exchange 'fed.lonely' does not exist on {at(parent)} (since " in row
         route_map = await route("route", "map", at(child))
         assert "fed.lonely (fanout)  [Failed since " in route_map
@@ -143,3 +147,46 @@ async def test_a_usage_error_says_what_is_wrong_on_its_first_line() -> None:
         status, out, err = await cli("amq-config", "node", "--bindings")
         assert (status, out) == (2, "")
         assert err.splitlines()[0] == "amq-config node: error: unrecognized arguments: --bindings"
+
+
+async def test_a_node_is_known_by_its_name_whatever_the_address(nodes: Callable[..., NodeProcess]) -> None:
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(40):
+        await route("link", "add", at(a), at(b))
+        listed = await until_output("Operational", "link", "list", at(a))
+        assert listed.splitlines()[2].split()[:3] == ["127.0.0.1", str(b.port), "B"]
+        said = await route("-v", "link", "add", at(a), f"localhost:{b.port}")
+        assert said == f"localhost:{b.port} is node 'B', linked as {at(b)}: using that link\n"
+        assert len((await route("link", "list", at(a))).splitlines()) == 3  # still one link
+        route_map = await route("route", "map", f"localhost:{a.port}")
+        assert f"\nlocalhost:{a.port} (A)... Ok\n{at(b)} (B)... Ok\n\n" in route_map
+
+
+async def test_a_queue_route_between_two_nodes_other_vhosts(
+    nodes: Callable[..., NodeProcess], tmp_path: Path
+) -> None:
+    config = tmp_path / "node.toml"
+    config.write_text('[node]\nvhosts = ["prod"]\n')
+    a, b = nodes("A", "--config", str(config)), nodes("B", "--config", str(config))
+    with trio.fail_after(40):
+        for node in (a, b):
+            status, _, err = await cli(
+                "amq-config", "-a", at(node), "--vhost", "prod", "add", "queue", "public"
+            )
+            assert status == 0, err
+        async with connect(BrokerAddress("127.0.0.1", a.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.call(commands.Queue.Bind(queue="public", exchange="amq.fanout", routing_key=""))
+        # The source queue is checked in B's prod; the route takes it into A's prod amq.fanout.
+        await route("--vhost", "prod", "queue", "add", at(a), at(b), "amq.fanout", "public")
+        await until_output("[Operational; ", "route", "list", at(a))
+        async with connect(BrokerAddress("127.0.0.1", b.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.confirm_select()
+            channel.publish("", "public", Content.from_properties(commands.Basic.Properties(), b"in prod"))
+            await channel.wait_for_confirms()
+        async with connect(BrokerAddress("127.0.0.1", a.port), vhost="prod") as connection:
+            channel = await connection.channel()
+            await channel.consume("public", no_ack=True)
+            delivery = await anext(aiter(channel.deliveries()))
+            assert delivery.content.body == b"in prod"

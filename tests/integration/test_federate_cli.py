@@ -42,6 +42,7 @@ async def test_federate_add_list_map_and_del(nodes: Callable[..., NodeProcess]) 
             EXCHANGE,
             "subscriber",
             at(parent),
+            "(parent)",
             "runtime",
             "Operational",
             "0/100000",
@@ -50,7 +51,7 @@ async def test_federate_add_list_map_and_del(nodes: Callable[..., NodeProcess]) 
         assert peerings == "No Links Found\n"  # the parent sees an ordinary client
 
         route_map = await route("route", "map", at(child))
-        assert f"{at(child)}... Ok\n{at(parent)}... Ok\n" in route_map
+        assert f"{at(child)} (child)... Ok\n{at(parent)} (parent)... Ok\n" in route_map
         assert unstated(route_map).endswith(
             f"Federations:\n\n{at(child)} => {at(parent)} {EXCHANGE} (subscriber)\n"
         )

@@ -159,12 +159,21 @@ async def test_source_exchange_must_exist_with_the_same_type(nodes: Callable[...
     a, b = nodes("A"), nodes("B")
     with trio.fail_after(20):
         await config(a, "add", "exchange", "topic", EXCHANGE)
-        await federate((a, b))
+        status, _, err = await cli("amq-route", "dynamic", "add", at(a), at(b), EXCHANGE)
+        assert (status, err) == (
+            1,
+            f"Failed: NOT_FOUND - no exchange '{EXCHANGE}' on {at(b)}: the route's source exchange must exist there\n",
+        )
+        # Added anyway (management does not read the peer): the route checks at run time.
+        await manage(
+            a, "routes.add", {"host": "127.0.0.1", "port": b.port, "kind": "dynamic", "exchange": EXCHANGE}
+        )
         link = await wait_link(a, b.port, operational)
         assert link["state"] == "Operational"
         while not (record := (await manage(a, "routes.list"))[0])["last_error"]:
             await trio.sleep(0.05)
         assert record["last_error"].endswith(f"exchange '{EXCHANGE}' does not exist on {at(b)}")
+        assert record["state"] == "Failed"
         await config(b, "add", "exchange", "direct", EXCHANGE)
         while "differently" not in (record := (await manage(a, "routes.list"))[0])["last_error"]:
             await trio.sleep(0.1)

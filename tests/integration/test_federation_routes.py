@@ -23,8 +23,8 @@ from tests.proxy import TcpProxy
 
 BIN = Path(sys.executable).parent
 PERSISTENT = commands.Basic.Properties(delivery_mode=2, content_type="text/plain", headers={"h": "v"})
-RULE = "=" * 77
-HEADER = "Host            Port    Transport Durable  State             Last Error"
+RULE = "=" * 81
+HEADER = "Host            Port    Node      Transport Durable  State             Last Error"
 
 
 def at(node: NodeProcess) -> str:
@@ -171,7 +171,11 @@ async def test_seed_walkthrough_links_exchange_and_queue_routes(nodes: Callable[
         assert (await route("link", "add", at(a), at(b))) == ""  # idempotent
         await wait_link(a, b.port, operational)
         table = (await route("link", "list", at(a))).splitlines()
-        assert table == [HEADER, RULE, f"127.0.0.1       {b.port:<8}tcp          N     Operational       "]
+        assert table == [
+            HEADER,
+            RULE,
+            f"127.0.0.1       {b.port:<8}B         tcp          N     Operational       ",
+        ]
         status, _, err = await cli("amq-route", "link", "add", f"localhost:{a.port}", at(a))
         assert (status, err) == (
             1,

@@ -12,11 +12,12 @@ from federation import formatting
 # The rows without a last error keep the state's padding: the seed has those trailing spaces.
 SEED_LINK_LIST = "\n".join(
     [
-        "Host            Port    Transport Durable  State             Last Error",
-        "=============================================================================",
-        "localhost       10002   tcp          N     Operational" + " " * 7,
-        "localhost       10003   tcp          N     Operational" + " " * 7,
-        "localhost       10009   tcp          N     Waiting           Connection refused",
+        # qpid-route's columns, and the name each node gave (unknown: "-", never reached).
+        "Host            Port    Node      Transport Durable  State             Last Error",
+        "=" * 81,
+        "localhost       10002   broker2   tcp          N     Operational" + " " * 7,
+        "localhost       10003   broker3   tcp          N     Operational" + " " * 7,
+        "localhost       10009   -         tcp          N     Waiting           Connection refused",
     ]
 )
 
@@ -86,8 +87,8 @@ def federation_record(exchange: str, parent: str, type: str = "fanout", **fields
 
 def test_link_list_reproduces_the_seed_table() -> None:
     links = [
-        link("localhost", 10002),
-        link("localhost", 10003),
+        {**link("localhost", 10002), "node": "broker2"},
+        {**link("localhost", 10003), "node": "broker3"},
         link("localhost", 10009, "Waiting", "Connection refused"),
     ]
     assert "\n".join(formatting.link_table(links)) == SEED_LINK_LIST
@@ -95,14 +96,16 @@ def test_link_list_reproduces_the_seed_table() -> None:
 
 def test_link_list_rule_is_77_wide_and_durable_is_y() -> None:
     lines = formatting.link_table([link("node-b.example", 5673, durable=True)])
-    assert lines[1] == "=" * 77
-    assert lines[2].startswith("node-b.example  5673    tcp          Y     Operational")
+    assert lines[1] == "=" * 81  # qpid-route's 77, and the Node column
+    assert lines[2].startswith("node-b.example  5673    -         tcp          Y     Operational")
 
 
 def test_link_list_widens_a_column_its_cell_would_overrun() -> None:
-    lines = formatting.link_table([link("a-long-node-name.example", 5673)])
-    assert lines[0].startswith("Host                      Port    Transport")
-    assert lines[2].startswith("a-long-node-name.example  5673    tcp          N     Operational")
+    lines = formatting.link_table([{**link("a-long-node-name.example", 5673), "node": "a-long-name"}])
+    assert lines[0].startswith("Host                      Port    Node         Transport")
+    assert lines[2].startswith(
+        "a-long-node-name.example  5673    a-long-name  tcp          N     Operational"
+    )
 
 
 def test_no_links() -> None:
@@ -478,3 +481,11 @@ def test_live_federations_show_state_since_and_bytes() -> None:
         "c:1 => p:5672 amq.data (fanout)  [Failed since 2026-11-26 14:02:11 UTC: exchange 'amq.data' "
         "does not exist on p:5672; forwarded 2 messages, 10 bytes; received 0 messages, 0 bytes]"
     )
+
+
+def test_a_route_in_another_vhost_names_it() -> None:
+    record = route("exchange", "n1", "localhost:10002", "amq.topic", key="k")
+    record["vhost"] = "prod"
+    assert formatting.route_list("localhost:10001", [record]) == [
+        "localhost:10001 localhost:10002 amq.topic (vhost prod) k"
+    ]

@@ -74,6 +74,8 @@ class FakeConnection:
 
     def __init__(self, number: int) -> None:
         self.number = number
+        #: The peer calls itself "peer" (a node's name, server property cluster_name).
+        self.server_properties = {"cluster_name": "peer"}
         self.closed_cleanly = False
         self._dropped = trio.Event()
         self._error: Exception = ConnectionLost("")
@@ -631,6 +633,7 @@ async def test_snapshot_is_the_link_list_record(autojump_clock: trio.testing.Moc
         "durable": True,
         "state": "Waiting",
         "last_error": "",
+        "node": None,
         "connected_since": None,
         "reconnects": 0,
     }
@@ -639,6 +642,7 @@ async def test_snapshot_is_the_link_list_record(autojump_clock: trio.testing.Moc
         await settle()
         record = link.snapshot()
         assert (record["state"], record["last_error"], record["reconnects"]) == ("Operational", "", 1)
+        assert record["node"] == "peer"
         assert record["connected_since"] is not None
         assert record["connected_since"] == link.connected_since
         assert record["since"] >= created  # the state changed since the link was made

@@ -20,7 +20,7 @@ from pamqp import commands
 from federation import management_client
 from federation.address import BrokerAddress
 from federation.cli import route_cli
-from federation.errors import ConnectFailed
+from federation.errors import AuthenticationRefused, ConnectFailed
 from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire.content import Content
 from tests.unit.test_cli_formatting import SEED_LINK_LIST, federation_record
@@ -30,8 +30,8 @@ HINT = "name the node as HOST:PORT"
 
 SEED_ROUTE_MAP = """
 Finding Linked Brokers:
-localhost:10003... Ok
-localhost:10004... Ok
+localhost:10003 (n3)... Ok
+localhost:10004 (n4)... Ok
 
 Dynamic Routes:
 
@@ -58,6 +58,7 @@ class FakeNode:
     queues: list[str] = field(default_factory=lambda: ["public"])
     #: Each link's (user, password), by (host, port).
     logins: dict[tuple[str, int], tuple[str, str]] = field(default_factory=dict)
+    node_name: str | None = None
 
     async def call(self, method: str, arguments: dict[str, Any] | None = None) -> Any:
         arguments = arguments or {}
@@ -70,7 +71,14 @@ class FakeNode:
         return [dict(link) for link in self.links]
 
     def links_add(
-        self, host: str, port: int, username: str, password: str, durable: bool, transport: str
+        self,
+        host: str,
+        port: int,
+        username: str,
+        password: str,
+        durable: bool,
+        transport: str,
+        vhost: str | None = None,
     ) -> dict[str, Any]:
         """As federation.manager: an existing link takes other credentials ("updated")."""
         known = self.logins.get((host, port))
@@ -95,10 +103,16 @@ class FakeNode:
         self.links = [link for link in self.links if (link["host"], link["port"]) != (host, port)]
         self.routes = [route for route in self.routes if peer(route) != str(BrokerAddress(host, port))]
 
-    def exchanges_list(self) -> list[dict[str, Any]]:
+    def node_info(self) -> dict[str, Any]:
+        """The name the node reports: its own, or its address's letters and digits ("a:1" is
+        "a1")."""
+        return {"name": self.node_name or "".join(char for char in self.name if char.isalnum())}
+
+    def exchanges_list(self, vhost: str = "/") -> list[dict[str, Any]]:
+        """The same in every vhost (which vhost was asked is in `requests`)."""
         return [{"name": name} for name in self.exchanges]
 
-    def queues_list(self) -> list[dict[str, Any]]:
+    def queues_list(self, vhost: str = "/") -> list[dict[str, Any]]:
         return [{"name": name} for name in self.queues]
 
     def routes_list(self) -> list[dict[str, Any]]:
@@ -142,6 +156,7 @@ class FakeNode:
         username: str | None,
         password: str | None,
         durable: bool,
+        parent_vhost: str | None = None,
     ) -> dict[str, Any]:
         """As federation.federations: one federation per exchange, the type defaulted (every
         exchange here is a topic exchange, so fanout) and data read as fanout."""
@@ -176,8 +191,10 @@ def peer(route: dict[str, Any]) -> str:
 class FakeNetwork:
     """Nodes by "host:port"; `connect` is the client factory the CLI is given."""
 
-    def __init__(self, *names: str) -> None:
+    def __init__(self, *names: str, node_names: dict[str, str] | None = None) -> None:
         self.nodes = {name: FakeNode(name) for name in names}
+        for address, node_name in (node_names or {}).items():
+            self.nodes[address].node_name = node_name
         self.connected: list[tuple[BrokerAddress, float]] = []
 
     def __getitem__(self, name: str) -> FakeNode:
@@ -210,12 +227,20 @@ def sent(node: FakeNode, method: str) -> dict[str, Any]:
 
 
 def test_seed_walkthrough(capsys: pytest.CaptureFixture[str]) -> None:
-    net = FakeNetwork("localhost:10001", "localhost:10002", "localhost:10003", "localhost:10004")
+    net = FakeNetwork(
+        "localhost:10001",
+        "localhost:10002",
+        "localhost:10003",
+        "localhost:10004",
+        node_names={f"localhost:1000{n}": f"n{n}" for n in range(1, 5)},
+    )
 
     assert net.run("-v", "link", "add", "localhost:10001", "localhost:10002") == 0
     assert capsys.readouterr().out == "Adding link localhost:10001 -> localhost:10002\n"
     assert net.run("link", "add", "localhost:10001", "localhost:10003") == 0
     assert net.run("link", "add", "localhost:10001", "localhost:10009") == 0
+    net["localhost:10001"].links[0].update(node="broker2")  # the names the peers gave
+    net["localhost:10001"].links[1].update(node="broker3")
     net["localhost:10001"].links[2].update(state="Waiting", last_error="Connection refused")
     capsys.readouterr()
     assert net.run("link", "list", "localhost:10001") == 0
@@ -268,7 +293,7 @@ def test_ipv6_nodes_are_named_with_brackets(capsys: pytest.CaptureFixture[str]) 
     assert net.run("route", "map", "[::1]:10003") == 0
     out = capsys.readouterr().out
     assert out.startswith("[::1]:10003 [::1]:10004 fed.topic <dynamic>\n")
-    assert "[::1]:10004... Ok\n" in out and "[::1]:10004 <=> [::1]:10003\n" in out
+    assert "[::1]:10004 (110004)... Ok\n" in out and "[::1]:10004 <=> [::1]:10003\n" in out
 
 
 # -- what each command sends ------------------------------------------------------------------
@@ -519,9 +544,9 @@ def test_route_map_walks_three_nodes_with_one_down(capsys: pytest.CaptureFixture
     assert capsys.readouterr().out == (
         "\n"
         "Finding Linked Brokers:\n"
-        "a:1... Ok\n"
-        "b:2... Ok\n"
-        "c:3... Ok\n"
+        "a:1 (a1)... Ok\n"
+        "b:2 (b2)... Ok\n"
+        "c:3 (c3)... Ok\n"
         "d:4... Failed: ConnectFailed - cannot connect to d:4: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
@@ -563,9 +588,9 @@ def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str
     assert capsys.readouterr().out == (
         "\n"
         "Finding Linked Brokers:\n"
-        "a:1... Ok\n"
-        "b:2... Ok\n"
-        "c:3... Ok\n"
+        "a:1 (a1)... Ok\n"
+        "b:2 (b2)... Ok\n"
+        "c:3 (c3)... Ok\n"
         "e:5... Failed: ConnectFailed - cannot connect to e:5: Connection refused; is a node running there?\n"
         "\n"
         "Dynamic Routes:\n"
@@ -585,7 +610,7 @@ def test_route_map_walks_and_draws_federations(capsys: pytest.CaptureFixture[str
     walked = net.connected[-4:]
     assert [(a.host, a.port) for a, _ in walked] == [("a", 1), ("b", 2), ("c", 3), ("e", 5)]
     assert {(a.username, a.password) for a, _ in walked} == {("admin", "pw")}
-    assert methods(net["c:3"])[-3:] == ["links.list", "routes.list", "federations.list"]
+    assert methods(net["c:3"])[-4:] == ["links.list", "routes.list", "federations.list", "node.info"]
 
 
 def test_route_map_reaches_an_ipv6_parent(capsys: pytest.CaptureFixture[str]) -> None:
@@ -594,7 +619,7 @@ def test_route_map_reaches_an_ipv6_parent(capsys: pytest.CaptureFixture[str]) ->
     capsys.readouterr()
     assert net.run("route", "map", "a:1") == 0
     out = capsys.readouterr().out
-    assert "[::1]:5673... Ok\n" in out and out.endswith("a:1 => [::1]:5673 amq.data (fanout)\n")
+    assert "[::1]:5673 (15673)... Ok\n" in out and out.endswith("a:1 => [::1]:5673 amq.data (fanout)\n")
 
 
 # -- federate ---------------------------------------------------------------------------------
@@ -622,8 +647,8 @@ amq.service  service     localhost:5672  durable  Operational  0/100000  0      
 
 WALKTHROUGH_MAP = """
 Finding Linked Brokers:
-localhost:5673... Ok
-localhost:5672... Ok
+localhost:5673 (localhost5673)... Ok
+localhost:5672 (localhost5672)... Ok
 
 Dynamic Routes:
 none found
@@ -1103,6 +1128,21 @@ async def test_connect_reports_client_errors_by_class(monkeypatch: pytest.Monkey
     )
 
 
+async def test_a_refused_login_names_the_node_and_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    @asynccontextmanager
+    async def refused(address: BrokerAddress, timeout: float) -> AsyncIterator[Any]:
+        raise AuthenticationRefused("ACCESS_REFUSED - Login was refused")
+        yield
+
+    monkeypatch.setattr(management_client, "_client_connect", refused)
+    with pytest.raises(ManagementFailed) as raised:
+        async with ManagementClient.connect(BrokerAddress("a", 5672, "ops", "pw"), 1.0):
+            pass
+    assert str(raised.value) == (
+        "AuthenticationRefused - a:5672 refused the login of user 'ops': ACCESS_REFUSED - Login was refused"
+    )
+
+
 async def test_connect_unwraps_a_single_failure_from_the_connections_nursery(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1132,3 +1172,57 @@ async def test_connect_unwraps_a_single_failure_from_the_connections_nursery(
         async with ManagementClient.connect(BrokerAddress("a", 5672), 1.0):
             raise ManagementFailed("NOT_FOUND", "gone")
     assert str(raised.value) == "NOT_FOUND - gone"
+
+
+# -- nodes by the names they report -------------------------------------------------------------
+
+
+def test_one_node_at_two_addresses_is_linked_once_and_mapped_once(capsys: pytest.CaptureFixture[str]) -> None:
+    net = FakeNetwork(
+        "a:1", "127.0.0.1:2", "localhost:2", node_names={"127.0.0.1:2": "b", "localhost:2": "b"}
+    )
+    assert net.run("link", "add", "a:1", "127.0.0.1:2") == 0
+    net["a:1"].links[0]["node"] = "b"  # the name it gave when the link connected
+    assert net.run("-v", "link", "add", "a:1", "localhost:2") == 0
+    assert capsys.readouterr().out == "localhost:2 is node 'b', linked as 127.0.0.1:2: using that link\n"
+    assert [(link["host"], link["port"]) for link in net["a:1"].links] == [("127.0.0.1", 2)]
+    assert net.run("route", "add", "a:1", "localhost:2", "amq.topic", "k") == 0
+    assert [route["src"] for route in net["a:1"].routes] == ["127.0.0.1:2"]
+
+    # A link made before the name was known: the map reads the second address and says so.
+    net["a:1"].links.append({**net["a:1"].links[0], "host": "localhost", "node": None})
+    capsys.readouterr()
+    assert net.run("route", "map", "a:1") == 0
+    assert capsys.readouterr().out.splitlines()[1:5] == [
+        "Finding Linked Brokers:",
+        "a:1 (a1)... Ok",
+        "127.0.0.1:2 (b)... Ok",
+        "localhost:2 (b)... Ok: the same node as 127.0.0.1:2",
+    ]
+
+
+# -- vhosts ---------------------------------------------------------------------------------------
+
+
+def test_routes_in_another_vhost_by_option_or_url() -> None:
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run("--vhost", "prod", "route", "add", "a", "b", "amq.topic", "k") == 0
+    assert sent(net["b:5672"], "exchanges.list") == {"vhost": "prod"}  # the far end, checked there
+    assert sent(net["a:5672"], "links.add")["vhost"] == "prod"  # the peer's: the node's by default
+    assert sent(net["a:5672"], "routes.add")["vhost"] == "prod"
+    assert net.run("route", "del", "a", "b", "amq.topic", "k", "--vhost", "prod") == 0
+    assert net["a:5672"].routes == []
+
+    # URLs: the node's vhost from its own, the peer's from the peer's ("/" is sent as nothing).
+    net = FakeNetwork("a:5672", "b:5672")
+    assert net.run("route", "add", "amqp://a/sales", "amqp://b/%2F", "amq.topic", "j") == 0
+    assert sent(net["a:5672"], "routes.add")["vhost"] == "sales"
+    assert "vhost" not in sent(net["a:5672"], "links.add")
+    assert sent(net["b:5672"], "exchanges.list") == {"vhost": "/"}
+
+
+def test_federate_add_takes_the_parent_vhost_from_its_url() -> None:
+    net = FakeNetwork("child:5672")
+    assert net.run("federate", "add", "amqp://guest:guest@child/eu", "amqp://p:pw@parent/central", "x") == 0
+    arguments = sent(net["child:5672"], "federations.add")
+    assert (arguments["vhost"], arguments["parent_vhost"], arguments["username"]) == ("eu", "central", "p")

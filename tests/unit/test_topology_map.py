@@ -40,8 +40,8 @@ SEED = Topology(
 
 SEED_MAP_FROM_10001 = """
 Finding Linked Brokers:
-localhost:10001... Ok
-localhost:10002... Ok
+localhost:10001 (n1)... Ok
+localhost:10002 (n2)... Ok
 
 Dynamic Routes:
 none found
@@ -85,10 +85,10 @@ TREE = Topology(
 
 TREE_MAP_FROM_EDGE_EU = """
 Finding Linked Brokers:
-localhost:5711... Ok
-localhost:5702... Ok
-localhost:5701... Ok
-localhost:5700... Ok
+localhost:5711 (edge-eu)... Ok
+localhost:5702 (hub-us)... Ok
+localhost:5701 (hub-eu)... Ok
+localhost:5700 (root)... Ok
 
 Dynamic Routes:
 
@@ -136,7 +136,7 @@ def test_a_lone_node_maps_to_itself() -> None:
     assert offline_map(lone) == [
         "",
         "Finding Linked Brokers:",
-        "localhost:5672... Ok",
+        "localhost:5672 (only)... Ok",
         "",
         "Dynamic Routes:",
         "none found",
@@ -184,7 +184,10 @@ def amq_route_commands(topology: Topology) -> list[list[str]]:
 def test_offline_map_equals_the_live_map_after_the_same_commands(
     topology: Topology, start: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    net = FakeNetwork(*(node.endpoint for node in topology.nodes.values()))
+    net = FakeNetwork(
+        *(node.endpoint for node in topology.nodes.values()),
+        node_names={node.endpoint: node.name for node in topology.nodes.values()},
+    )
     for command in amq_route_commands(topology):
         assert net.run(*command) == 0, command
     capsys.readouterr()
@@ -199,7 +202,7 @@ def test_offline_map_equals_the_live_map_after_the_same_commands(
 def test_seed_expected_records_are_what_the_nodes_list() -> None:
     views = expected_views(SEED)
     assert list(views) == ["n1", "n2", "n3", "n4"]
-    assert views["n2"] == NodeView([], [], [])
+    assert views["n2"] == NodeView([], [], [], "n2")
     link = {
         "host": "localhost",
         "port": 10002,
@@ -207,6 +210,7 @@ def test_seed_expected_records_are_what_the_nodes_list() -> None:
         "durable": False,
         "state": "Operational",
         "last_error": "",
+        "node": "n2",
         "connected_since": None,
         "reconnects": 0,
     }
@@ -242,7 +246,7 @@ def test_seed_expected_records_are_what_the_nodes_list() -> None:
             **idle,
         },
     ]
-    assert views["n3"].links == [{**link, "port": 10004}]
+    assert views["n3"].links == [{**link, "port": 10004, "node": "n4"}]
     assert views["n3"].routes == [
         {
             "kind": "dynamic",
@@ -321,7 +325,7 @@ def test_expected_views_leave_out_what_a_node_would_refuse() -> None:
     views = expected_views(topology)
     assert [(link["port"]) for link in views["a"].links] == [2]
     assert len(views["a"].routes) == 1 and len(views["a"].federations) == 1
-    assert views["b"] == NodeView([], [], [])
+    assert views["b"] == NodeView([], [], [], "b")
 
 
 def test_a_federation_logs_in_with_the_credentials_the_file_names_for_its_parent() -> None:
@@ -341,10 +345,10 @@ def test_live_views_equal_to_the_expected_ones_show_no_drift() -> None:
     assert text(lines) == (
         "\n"
         "Reading Brokers:\n"
-        "localhost:10001... Ok\n"
-        "localhost:10002... Ok\n"
-        "localhost:10003... Ok\n"
-        "localhost:10004... Ok\n"
+        "localhost:10001 (n1)... Ok\n"
+        "localhost:10002 (n2)... Ok\n"
+        "localhost:10003 (n3)... Ok\n"
+        "localhost:10004 (n4)... Ok\n"
         "\n"
         "Links:\n"
         "\n"
@@ -381,9 +385,9 @@ def test_missing_extra_and_down_are_marked_and_counted() -> None:
     assert text(lines) == (
         "\n"
         "Reading Brokers:\n"
-        "localhost:10001... Ok\n"
-        "localhost:10002... Ok\n"
-        "localhost:10003... Ok\n"
+        "localhost:10001 (n1)... Ok\n"
+        "localhost:10002 (n2)... Ok\n"
+        "localhost:10003 (n3)... Ok\n"
         "localhost:10004... Failed: ConnectFailed - Connection refused\n"
         "\n"
         "Links:\n"
@@ -452,41 +456,41 @@ WALKTHROUGH_TOML = """
 host = "localhost"
 [defaults.route]
 durable = false
-[nodes.b1]
+[nodes.n1]
 port = 10001
-[nodes.b2]
+[nodes.n2]
 port = 10002
-[nodes.b3]
+[nodes.n3]
 port = 10003
-[nodes.b4]
+[nodes.n4]
 port = 10004
 [[exchanges]]
 name = "fed.topic"
 type = "topic"
-nodes = ["b3", "b4"]
+nodes = ["n3", "n4"]
 [[queues]]
 name = "public"
-nodes = ["b2"]
+nodes = ["n2"]
 [[routes]]
 kind = "dynamic"
-to = "b3"
-from = "b4"
+to = "n3"
+from = "n4"
 exchange = "fed.topic"
 [[routes]]
 kind = "dynamic"
-to = "b4"
-from = "b3"
+to = "n4"
+from = "n3"
 exchange = "fed.topic"
 [[routes]]
 kind = "exchange"
-to = "b1"
-from = "b2"
+to = "n1"
+from = "n2"
 exchange = "amq.topic"
 key = "global.#"
 [[routes]]
 kind = "queue"
-to = "b1"
-from = "b2"
+to = "n1"
+from = "n2"
 exchange = "amq.fanout"
 queue = "public"
 """
@@ -494,6 +498,30 @@ queue = "public"
 
 def test_the_walkthrough_as_a_file_maps_as_the_seed_shows() -> None:
     topology = load_topology_text(WALKTHROUGH_TOML, "walkthrough.toml")
-    assert text(offline_map(topology, "b3")) == SEED_ROUTE_MAP
+    assert text(offline_map(topology, "n3")) == SEED_ROUTE_MAP
     assert text(offline_map(topology)) == SEED_MAP_FROM_10001
-    assert expected_views(topology)["b1"].links[0]["durable"] is False  # made by a transient route
+    assert expected_views(topology)["n1"].links[0]["durable"] is False  # made by a transient route
+
+
+def test_a_live_route_that_does_not_forward_is_drift_and_shows_its_traffic() -> None:
+    expected = expected_views(SEED)
+    live: dict[str, NodeView | str] = copy.deepcopy(dict(expected))
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.routes[0].update(state="Operational", since=1795701731.0, messages=3, bytes=120)
+    n1.routes[1].update(
+        state="Failed",
+        last_error="localhost:10002: no queue 'public'",
+        since=1795701731.0,
+        messages=0,
+        bytes=0,
+    )
+    lines, drift = compare_views(SEED, expected, live)
+    assert [line for line in lines if line.startswith("localhost:10001(")] == [
+        "localhost:10001(ex=amq.topic) <= localhost:10002(ex=amq.topic) key=global.#"
+        "  [Operational; 3 messages, 120 bytes]",
+        "localhost:10001(ex=amq.fanout) <= localhost:10002(queue=public)  [Failed since 2026-11-26 14:02:11 UTC:"
+        " localhost:10002: no queue 'public'; 0 messages, 0 bytes]"
+        "  down (Failed: localhost:10002: no queue 'public')",
+    ]
+    assert (lines[-1], drift) == ("Drift: 1 down.", 1)
