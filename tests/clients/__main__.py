@@ -46,14 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     node = start_node(work / "node", "--host", "*", name="clients", port=PORT)
     url = f"amqp://guest:guest@localhost:{PORT}/"
     try:
-        print(f"{'suite':<12} {'version':<8} {'passed':>6} {'failed':>6} {'skipped':>7} {'cancelled':>9}")
+        print(
+            f"{'suite':<12} {'version':<8} {'passed':>6} {'failed':>6} {'skipped':>7} {'cancelled':>9} {'not run':>7}"
+        )
         for suite in SUITES:
             if args.only and suite.name not in args.only:
                 continue
             counts = run_suite(suite, work, url)
             print(
                 f"{suite.name:<12} {suite.version:<8} {counts.passed:>6} {counts.failed:>6} "
-                f"{counts.skipped:>7} {counts.cancelled:>9}",
+                f"{counts.skipped:>7} {counts.cancelled:>9} {counts.not_run:>7}",
                 flush=True,
             )
     finally:
