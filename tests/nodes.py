@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-READY = re.compile(r"ready: AMQP 0-9-1 listening on 127\.0\.0\.1:(\d+)")
+# A node on every interface (`--host "*"`) reports 0.0.0.0 first.
+READY = re.compile(r"ready: AMQP 0-9-1 listening on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 

@@ -18,7 +18,7 @@ from gateway.broker.arguments import (
 from gateway.broker.exchange import Exchange
 from gateway.broker.names import describe, generated_queue_name
 from gateway.names import EXCHANGE_TYPES, RESERVED_PREFIX
-from gateway.wire.errors import access_refused, command_invalid, precondition_failed
+from gateway.wire.errors import access_refused, precondition_failed
 from gateway.wire.frames import make_method
 
 if TYPE_CHECKING:
@@ -45,7 +45,9 @@ def exchange_declare(session: Session, channel: Channel, method: commands.Exchan
     else:
         exchange_type = method.exchange_type
         if exchange_type not in EXCHANGE_TYPES:
-            raise command_invalid(f"unknown exchange type '{exchange_type}'", method)
+            # A channel error, as in RabbitMQ since 2024 (rabbitmq-server #11214): a bad declare must not take the
+            # connection's other channels down with it.
+            raise precondition_failed(f"unknown exchange type '{exchange_type}'", method)
         arguments = dict(method.arguments or {})
         description = describe("exchange", name, vhost.name)
         existing = vhost.exchanges.get(name)

@@ -147,11 +147,6 @@ class Logins:
         self.checks = trio.CapacityLimiter(checks or _cpus())
         return_check_memory_to_the_system()
 
-    async def check_secret(self, username: str, secret: bytes, peer_host: str) -> User:
-        """Connection.Update-Secret: `secret` must be `username`'s password, checked exactly as a
-        PLAIN login would be (throttled, cached, loopback-only users); AuthenticationFailed if not."""
-        return await self.authenticate("PLAIN", b"\0" + username.encode() + b"\0" + secret, peer_host)
-
     async def authenticate(self, mechanism: str, response: bytes, peer_host: str) -> User:
         """The user these credentials prove, or AuthenticationFailed to send and log."""
         request = login_request(self.users, mechanism, response, peer_host)

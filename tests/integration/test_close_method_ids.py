@@ -49,7 +49,7 @@ def _cases() -> list[tuple[str, object]]:
             [], E.Declare(exchange=x, exchange_type="direct", auto_delete=True,
                           arguments={"alternate-exchange": 5}), 406, 40, 10)),
         ("exchange.declare unknown type", lambda q, x: (
-            [], E.Declare(exchange=x, exchange_type="nonsense"), 503, 40, 10)),
+            [], E.Declare(exchange=x, exchange_type="nonsense"), 406, 40, 10)),
         ("exchange.declare passive missing", lambda q, x: (
             [], E.Declare(exchange=x, passive=True), 404, 40, 10)),
         ("exchange.delete if-unused", lambda q, x: (

@@ -94,10 +94,13 @@ def test_redeclare_standard_exchange_with_same_properties_is_ok():
     assert e.reply_code == 406
 
 
-def test_unknown_type_is_503_connection_error():
+def test_unknown_type_is_406_channel_error():
+    # As RabbitMQ answers since 2024 (pika's acceptance suite expects it): the channel
+    # closes, the connection and its other channels go on.
     e = error(client(), commands.Exchange.Declare(exchange="x", exchange_type="x-weird"))
-    assert (e.reply_code, e.reply_text) == (503, "COMMAND_INVALID - unknown exchange type 'x-weird'")
-    assert e.connection_level
+    assert (e.reply_code, e.reply_text) == (406, "PRECONDITION_FAILED - unknown exchange type 'x-weird'")
+    assert (e.class_id, e.method_id) == (40, 10)
+    assert not e.connection_level
 
 
 @pytest.mark.parametrize(
