@@ -44,7 +44,7 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,8 @@ from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 
 QueueAt = tuple[str, str]
+#: The node-to-node hops one copy took, in order: ((from, to), ...).
+Path = tuple[tuple[str, str], ...]
 #: Where a binding leads: ("queue", name), ("route", Route) or ("mirror", Federation).
 Target = tuple[str, Any]
 #: Node-to-node hops one copy may take before the model stops following it (a loop).
@@ -79,6 +81,7 @@ class Copy:
     #: Republished by the node's peering from its parent: never forwarded back up.
     from_parent: bool = False
     hops: int = 0
+    path: Path = ()
 
 
 @dataclass
@@ -91,6 +94,11 @@ class FlowResult:
     looped: int = 0
     #: Copies not followed beyond MAX_HOPS / MAX_COPIES: a cycle that never ends.
     cut: int = 0
+    #: Every node-to-node hop a copy made, with the hops that copy made before it (the
+    #: simulator loads links and loses copies behind a failed link with these).
+    crossings: list[tuple[tuple[str, str], Path]] = field(default_factory=list)
+    #: Every copy a queue received, with the path it came by.
+    deliveries: list[tuple[QueueAt, Path]] = field(default_factory=list)
 
 
 def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[str, str]]:
@@ -99,9 +107,15 @@ def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[st
     return trace_flow(topology, publisher).queues
 
 
-def trace_flow(topology: Topology, publisher: Publisher) -> FlowResult:
+def trace_flow(topology: Topology, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
     """Follow one publish through the topology (see the module's docstring)."""
-    return _Network(topology).publish(publisher)
+    return _Network(topology).publish(publisher, headers)
+
+
+def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], FlowResult]:
+    """`trace_flow` for many publishes on one topology: interest converges once (the simulator
+    routes every class of publish with it)."""
+    return _Network(topology).publish
 
 
 # -- what is in effect once applied -------------------------------------------------------------
@@ -168,6 +182,8 @@ class _Network:
         self.graphs: dict[str, ExchangeGraph] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.tables: dict[tuple[str, str], InterestTable] = {}
+        #: The headers of the publish being followed: every copy carries them unchanged.
+        self.headers: dict[str, Any] = {}
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
             self._converge(exchange)
 
@@ -257,8 +273,9 @@ class _Network:
 
     # -- one publish --------------------------------------------------------------------------
 
-    def publish(self, publisher: Publisher) -> FlowResult:
+    def publish(self, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
         result = FlowResult()
+        self.headers = headers or {}
         pending = [Copy(publisher.node, publisher.exchange, publisher.key)]
         made = 1
         while pending:
@@ -268,6 +285,7 @@ class _Network:
                 continue
             onward = self._arrive(copy, result)
             made += len(onward)
+            result.crossings.extend((each.path[-1], each.path[:-1]) for each in onward)
             pending.extend(onward)
         result.queues = +result.queues
         return result
@@ -309,7 +327,7 @@ class _Network:
                     graph.bind(exchange.name, key, arguments, target)
                 except ValueError:  # a headers binding the broker refuses
                     continue
-        return sorted(graph.route(copy.exchange, copy.key, {}), key=repr)
+        return sorted(graph.route(copy.exchange, copy.key, self.headers), key=repr)
 
     def _graph(self, node: str) -> ExchangeGraph:
         """The node's exchanges as the walk sees them: declared with their bindings on first
@@ -326,12 +344,12 @@ class _Network:
         for binding in self.topology.bindings:
             if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
                 continue
-            if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, {}):
+            if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, self.headers):
                 result.bindings.add(binding)
 
     def _forward_dynamic(self, copy: Copy, table: InterestTable) -> list[Copy]:
         onward = []
-        for tag, origins in sorted(table.forward(copy.key, {}, copy.destinations).items()):
+        for tag, origins in sorted(table.forward(copy.key, self.headers, copy.destinations).items()):
             node = self._downstream(copy.node, copy.exchange, tag)
             if node is not None:
                 moved = _moved(copy, node, copy.exchange, copy.key)
@@ -348,9 +366,11 @@ class _Network:
         if consumer is not None:
             return [_moved(copy, consumer.destination, consumer.exchange, copy.key)]
         result.queues[(copy.node, what)] += 1
+        result.deliveries.append(((copy.node, what), copy.path))
         return []
 
 
 def _moved(copy: Copy, node: str, exchange: str, key: str) -> Copy:
     """`copy` published on `exchange` of `node` by a route or peering: the stamp travels along."""
-    return Copy(node, exchange, key, copy.destinations, copy.trace, False, copy.hops + 1)
+    path = (*copy.path, (copy.node, node))
+    return Copy(node, exchange, key, copy.destinations, copy.trace, False, copy.hops + 1, path)
