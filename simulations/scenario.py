@@ -179,7 +179,7 @@ class _Reader:
                 self.problem((key,), f"unknown key (known: {', '.join(schema.TOP_LEVEL)})")
         values: dict[str, Any] = {}
         for key, section in schema.TABLES.items():
-            if key in data or section.required:
+            if key in data or key == "scenario":
                 values[key] = self.fields((key,), data.get(key, {}), section) or {}
         values["links"] = self.links(data.get("links", {}))
         for key, section in schema.ARRAYS.items():

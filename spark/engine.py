@@ -16,32 +16,36 @@ from simulations.world import World, link_ends
 from spark import jobs
 from spark.failures import Failures
 
-Progress = Callable[[str, float], None]
-STAGES = ("events", "routing", "traffic", "outcomes", "writing")
+#: Told when the pipeline enters a stage, with the share of the work done before and after it.
+Progress = Callable[[str, float, float], None]
 
 
-def tables(spark: SparkSession, scenario: Scenario, progress: Progress = lambda stage, done: None) -> dict[str, DataFrame]:
+def _quiet(stage: str, low: float, high: float) -> None:
+    """No progress reporting."""
+
+
+def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet) -> dict[str, DataFrame]:
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
-    progress("events", 0.0)
+    progress("events", 0.0, 0.2)
     sources = spark.createDataFrame(publishing(scenario), "entry int, node string")
     sources = sources.repartition(max(1, spark.sparkContext.defaultParallelism), "node")
     steps = jobs.class_steps(jobs.publish_events(sources, shared)).cache()
     steps.count()
-    progress("routing", 0.2)
+    progress("routing", 0.2, 0.4)
     classes = steps.select(*jobs.CLASS).distinct()
     routes = jobs.route_classes(classes, shared).cache()
     links = sorted(row.link for row in routes.where("kind = 'cross'").select("link").distinct().collect())
     failures = Failures.of(world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms)
-    progress("traffic", 0.4)
+    progress("traffic", 0.4, 0.6)
     props = [(link, *link_ends(link), *_props(world, link)) for link in links]
     link_df = spark.createDataFrame(
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
     traffic = jobs.link_traffic(jobs.offered(steps, routes, failures), link_df, scenario.steps, failures).cache()
-    progress("outcomes", 0.6)
+    progress("outcomes", 0.6, 0.8)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
     )
@@ -61,10 +65,11 @@ def _props(world: World, link: str) -> tuple[int, int, int]:
     return props.latency_ms, props.capacity_msgs, props.capacity_bytes
 
 
-def run(spark: SparkSession, scenario: Scenario, out: str, progress: Progress = lambda stage, done: None) -> None:
+def run(spark: SparkSession, scenario: Scenario, out: str, progress: Progress = _quiet) -> None:
     """Compute every table and write each as Parquet under `out` (replacing what is there)."""
     found = tables(spark, scenario, progress)
     for number, (name, df) in enumerate(found.items()):
-        progress("writing", 0.8 + 0.2 * number / len(found))
+        share = 0.8 + 0.2 * number / len(found)
+        progress(f"writing {name}", share, share + 0.2 / len(found))
         df.write.mode("overwrite").parquet(f"{out}/{name}")
-    progress("writing", 1.0)
+    spark.catalog.clearCache()
