@@ -55,7 +55,7 @@ class GeneratorSpec:
 
 #: generator -> (the parameters it needs, the ones it takes besides seed).
 PARAMETERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "hierarchy": (("hubs", "edges"), ("fanout_federation",)),
+    "hierarchy": (("hubs",), ("edges", "nodes", "fanout_federation")),
     "ring-of-regions": (("hubs", "edges"), ()),
     "random-geometric": (("nodes", "radius"), ()),
     "mesh-of-hubs": (("hubs", "edges"), ()),
@@ -111,10 +111,11 @@ def _hub(index: int) -> str:
     return f"hub-{index:03d}"
 
 
-def _edges_of(layout: _Layout, hubs: int, per_hub: int) -> None:
-    """`per_hub` edge nodes under each hub, in the hub's region."""
+def _edges_of(layout: _Layout, hubs: int, per_hub: int, extra: int = 0) -> None:
+    """`per_hub` edge nodes under each hub (one more under each of the first `extra`), in the
+    hub's region."""
     for hub in range(hubs):
-        for edge in range(per_hub):
+        for edge in range(per_hub + (hub < extra)):
             name = f"edge-{hub:03d}-{edge:03d}"
             layout.regions[name] = f"r{hub:03d}"
             layout.edges.append((_hub(hub), name))
@@ -122,13 +123,20 @@ def _edges_of(layout: _Layout, hubs: int, per_hub: int) -> None:
 
 
 def _hierarchy(spec: GeneratorSpec) -> _Layout:
-    hubs, per_hub = spec.hubs or 0, spec.edges or 0
+    """A root, `hubs` regional hubs under it and edges under the hubs: `edges` per hub, or
+    `nodes` in all (the edges spread evenly, the first hubs taking one more)."""
+    hubs = spec.hubs or 0
+    if (spec.edges is None) == (spec.nodes is None):
+        raise ValueError("generator hierarchy: give edges (per hub) or nodes (in all), not both")
+    edges = spec.edges * hubs if spec.edges is not None else (spec.nodes or 0) - 1 - hubs
+    if edges < 0 or (edges and not hubs):
+        raise ValueError("generator hierarchy: nodes must be at least 1 + hubs")
     layout = _Layout({"root": "core"}, [], {})
     for hub in range(hubs):
         layout.regions[_hub(hub)] = f"r{hub:03d}"
         layout.edges.append(("root", _hub(hub)))
         layout.parents[_hub(hub)] = "root"
-    _edges_of(layout, hubs, per_hub)
+    _edges_of(layout, hubs, edges // hubs if hubs else 0, edges % hubs if hubs else 0)
     return layout
 
 

@@ -33,7 +33,7 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
     progress("routing", 0.0)
     routes: dict[Class, ClassRoute] = {}
     for number, cls in enumerate({(e, n, k) for e, n, k, _ in counts}):
-        routes[cls] = world.route(*cls)
+        routes[cls] = world.route(cls[1], *world.message(cls[0], cls[2]))
         progress("routing", (number + 1) / max(1, len(counts)))
     for (entry, node, key, _), (messages, _) in counts.items():
         if not routes[(entry, node, key)].deliveries:

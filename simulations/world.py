@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import Any
 
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
@@ -61,10 +62,15 @@ class World:
         self._trace = tracer(self.topology)
         self._transient = _transient_pairs(self.topology)
 
-    def route(self, entry: int, node: str, key: int) -> ClassRoute:
+    def message(self, entry: int, key: int) -> tuple[str, str, dict[str, Any]]:
+        """What publisher entry `entry` sends with key number `key`: (exchange, routing key,
+        headers)."""
         keys = self.scenario.keys
-        publisher = Publisher(node, self.scenario.publishers[entry].exchange, routing_key(keys, key))
-        result = self._trace(publisher, headers_of(keys, key))
+        return self.scenario.publishers[entry].exchange, routing_key(keys, key), headers_of(keys, key)
+
+    def route(self, node: str, exchange: str, key: str, headers: dict[str, Any] | None) -> ClassRoute:
+        """Where one message published on `node` goes."""
+        result = self._trace(Publisher(node, exchange, key), headers)
         crossings = Counter((link_id(*hop), tuple(link_id(*h) for h in before)) for hop, before in result.crossings)
         deliveries = Counter(
             (where[0], where[1], tuple(link_id(*hop) for hop in path)) for where, path in result.deliveries

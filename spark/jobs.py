@@ -7,7 +7,9 @@ Column names: a class of publish is (entry, node, key); a step is `step`; a link
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from functools import reduce
 
 import pandas as pd
 from pyspark import Broadcast
@@ -21,10 +23,8 @@ from spark.failures import Failures
 
 CLASS = ["entry", "node", "key"]
 EVENTS_SCHEMA = "entry int, node string, step bigint, key int, size bigint"
-ROUTES_SCHEMA = (
-    "entry int, node string, key int, kind string, link string, path array<string>, "
-    "at string, queue string, copies bigint"
-)
+MESSAGE_SCHEMA = "entry int, node string, key int"
+ROUTES_SCHEMA = f"{MESSAGE_SCHEMA}, kind string, link string, path array<string>, at string, queue string, copies bigint"
 
 #: The World of each broadcast scenario, built once per Python worker (interest converges
 #: once), by the identity of the worker's copy (a World keeps it alive, so ids stay unique).
@@ -65,18 +65,37 @@ def class_steps(events_df: DataFrame) -> DataFrame:
 # -- 2. routing ---------------------------------------------------------------------------------
 
 
+def class_messages(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
+    """Classes (entry, node, key) -> with the message each publishes: exchange, routing_key
+    and headers (JSON), as simulations.world says."""
+
+    def describe(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        world = _world(scenario)
+        for batch in batches:
+            found = [world.message(int(e), int(k)) for e, k in zip(batch["entry"], batch["key"], strict=True)]
+            yield batch.assign(
+                exchange=[exchange for exchange, _, _ in found],
+                routing_key=[key for _, key, _ in found],
+                headers=[json.dumps(headers) for _, _, headers in found],
+            )
+
+    return classes.mapInPandas(describe, f"{MESSAGE_SCHEMA}, exchange string, routing_key string, headers string")
+
+
 def route_classes(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
-    """Distinct classes -> their routes, one row per crossing (kind "cross": `link` with the
-    `path` before it) and per delivery (kind "deliver": queue `queue` on node `at`, `path` the
-    hops to it), with the copies that take it. Each class is routed once, by the shared model."""
+    """Classes with their message (class_messages) -> their routes, one row per crossing (kind
+    "cross": `link` with the `path` before it) and per delivery (kind "deliver": queue `queue`
+    on node `at`, `path` the hops to it), with the copies that take it. Each class is routed
+    once, by the shared model."""
 
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         world = _world(scenario)
         for batch in batches:
             rows = []
-            for entry, node, key in zip(batch["entry"], batch["node"], batch["key"], strict=True):
+            columns = [batch[c] for c in ("entry", "node", "key", "exchange", "routing_key", "headers")]
+            for entry, node, key, exchange, routing_key, headers in zip(*columns, strict=True):
+                found = world.route(str(node), str(exchange), str(routing_key), json.loads(headers))
                 cls = (int(entry), str(node), int(key))
-                found = world.route(*cls)
                 rows += [(*cls, "cross", link, list(before), None, None, n) for link, before, n in found.crossings]
                 rows += [(*cls, "deliver", None, list(path), at, q, n) for at, q, path, n in found.deliveries]
             yield pd.DataFrame(rows, columns=["entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"])
@@ -238,17 +257,29 @@ def node_table(
     nodes: DataFrame, steps: DataFrame, routes: DataFrame, traffic: DataFrame, queues: DataFrame
 ) -> DataFrame:
     """The `nodes` table: published and unrouted (reached no queue) per node, messages sent
-    and received over links, delivered to its queues."""
-    routed = routes.where(F.col("kind") == "deliver").select(*CLASS).distinct()
-    published = steps.groupBy("node").agg(F.sum("messages").alias("published"))
-    unrouted = steps.join(routed, CLASS, "left_anti").groupBy("node").agg(F.sum("messages").alias("unrouted"))
-    sent = traffic.groupBy(F.col("source").alias("node")).agg(F.sum("messages").alias("sent"))
-    received = traffic.groupBy(F.col("destination").alias("node")).agg(
-        F.sum(F.col("messages") - F.col("lost")).alias("received")
-    )
-    delivered = queues.groupBy("node").agg(F.sum("delivered").alias("delivered"))
-    df = nodes.select("node", "region")
-    for part in (published, unrouted, sent, received, delivered):
-        df = df.join(part, "node", "left")
+    and received over links, delivered to its queues. One union of the parts and one
+    aggregation, rather than a join per column."""
     counts = ["published", "unrouted", "sent", "received", "delivered"]
-    return df.fillna(0, counts).select("node", "region", *(F.col(c).cast("bigint").alias(c) for c in counts))
+
+    def part(df: DataFrame, node: str, **values: Column) -> DataFrame:
+        return df.select(
+            F.col(node).alias("node"), *(values.get(c, F.lit(0)).cast("bigint").alias(c) for c in counts)
+        )
+
+    routed = routes.where(F.col("kind") == "deliver").select(*CLASS).distinct().withColumn("routed", F.lit(True))
+    flagged = steps.join(F.broadcast(routed), CLASS, "left")
+    parts = [
+        part(nodes, "node"),
+        part(
+            flagged,
+            "node",
+            published=F.col("messages"),
+            unrouted=F.when(F.col("routed").isNull(), F.col("messages")).otherwise(0),
+        ),
+        part(traffic, "source", sent=F.col("messages")),
+        part(traffic, "destination", received=F.col("messages") - F.col("lost")),
+        part(queues, "node", delivered=F.col("delivered")),
+    ]
+    union = reduce(DataFrame.unionByName, parts)
+    totals = union.groupBy("node").agg(*(F.sum(c).cast("bigint").alias(c) for c in counts))
+    return totals.join(nodes.select("node", "region"), "node").select("node", "region", *counts)
