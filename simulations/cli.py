@@ -25,16 +25,22 @@ from topology.model import Topology
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="amq-sim", description="Traffic simulation of federated topologies.")
+    parser = argparse.ArgumentParser(
+        prog="amq-sim", description="Traffic simulation of federated topologies."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="load a scenario and say what it holds, or every problem with it")
     check.add_argument("scenario", type=Path)
     gen = sub.add_parser("generate", help="write a generated topology out as a topology file")
-    gen.add_argument("spec", help="a scenario file with a generator, or NAME:key=value,... (docs/simulation.md)")
+    gen.add_argument(
+        "spec", help="a scenario file with a generator, or NAME:key=value,... (docs/simulation.md)"
+    )
     gen.add_argument("-o", "--output", type=Path, required=True, help="topology file to write")
     run = sub.add_parser("run", help="simulate a scenario and write its tables")
     run.add_argument("scenario", type=Path)
-    run.add_argument("--out", help="directory (or hdfs:// or s3a:// URL) for the tables (default: out/<name>)")
+    run.add_argument(
+        "--out", help="directory (or hdfs:// or s3a:// URL) for the tables (default: out/<name>)"
+    )
     run.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
     run.add_argument("--engine", choices=("spark", "reference"), default="spark")
     run.add_argument("--partitions", type=int, default=8, help="Spark shuffle partitions (default: 8)")
@@ -87,7 +93,9 @@ def _generate(spec: str, output: Path) -> int:
             print(finding, file=sys.stderr)
         return 1
     output.write_text(to_toml(topology))
-    print(f"wrote {output}: {len(topology.nodes)} nodes, {len(topology.routes)} routes, {len(topology.federations)} federations")
+    print(
+        f"wrote {output}: {len(topology.nodes)} nodes, {len(topology.routes)} routes, {len(topology.federations)} federations"
+    )
     return 0
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 
 import networkx as nx
 
-from topology.model import Binding, Exchange, Federation, Node, Queue, Route, Topology
+from topology.model import Binding, Exchange, Federation, Node, Route, Topology
 
 #: The exchange generated topologies route on with dynamic routes.
 EXCHANGE = "sim.topic"
@@ -103,8 +103,12 @@ class _Layout:
         federations: list[Federation] = []
         if fanout:
             exchanges += [Exchange(node, fanout, "fanout") for node in nodes]
-            federations = [Federation(child, parent, fanout, "fanout") for child, parent in self.parents.items()]
-        return Topology(name, f"<{name}>", nodes, tuple(exchanges), routes=tuple(routes), federations=tuple(federations))
+            federations = [
+                Federation(child, parent, fanout, "fanout") for child, parent in self.parents.items()
+            ]
+        return Topology(
+            name, f"<{name}>", nodes, tuple(exchanges), routes=tuple(routes), federations=tuple(federations)
+        )
 
 
 def _hub(index: int) -> str:
@@ -168,15 +172,15 @@ def _random_geometric(spec: GeneratorSpec) -> _Layout:
     graph = nx.random_geometric_graph(count, spec.radius or 0.0, pos=positions)
     components = sorted((sorted(c) for c in nx.connected_components(graph)), key=lambda c: c[0])
     for one, two in zip(components, components[1:], strict=False):
-        a, b = min(((a, b) for a in one for b in two), key=lambda p: math.dist(positions[p[0]], positions[p[1]]))
+        a, b = min(
+            ((a, b) for a in one for b in two), key=lambda p: math.dist(positions[p[0]], positions[p[1]])
+        )
         graph.add_edge(a, b)
 
     def name(index: int) -> str:
         return f"n-{index:05d}"
 
-    regions = {
-        name(i): f"q{int(positions[i][0] >= 0.5)}{int(positions[i][1] >= 0.5)}" for i in range(count)
-    }
+    regions = {name(i): f"q{int(positions[i][0] >= 0.5)}{int(positions[i][1] >= 0.5)}" for i in range(count)}
     edges = sorted((name(a), name(b)) for a, b in graph.edges)
     return _Layout(regions, edges, {})
 

@@ -15,7 +15,8 @@ import pandas as pd
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
 from simulations.workload import events, key_probabilities, publishing
-from simulations.world import ClassRoute, LinkId, Path as HopPath, Window, World, link_ends
+from simulations.world import ClassRoute, LinkId, Window, World, link_ends
+from simulations.world import Path as HopPath
 
 Progress = Callable[[str, float], None]
 Class = tuple[int, str, int]
@@ -42,7 +43,9 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
     down = _Down(world, world.windows(links))
     link_rows: list[dict[str, Any]] = _links(scenario, world, down, counts, routes, links)
     progress("outcomes", 0.0)
-    delay = {(row["link"], row["step"]): world.props(row["link"]).latency_ms + row["delay_ms"] for row in link_rows}
+    delay = {
+        (row["link"], row["step"]): world.props(row["link"]).latency_ms + row["delay_ms"] for row in link_rows
+    }
     queues, delays, delivered = _deliveries(world, down, counts, routes, delay)
     sent: dict[str, int] = defaultdict(int)
     received: dict[str, int] = defaultdict(int)
@@ -84,7 +87,9 @@ def _count_events(
     sources = publishing(scenario)
     for number, (entry, node) in enumerate(sources):
         drawn = events(scenario, entry, node, probabilities)
-        for step, key, size in zip(drawn["step"].tolist(), drawn["key"].tolist(), drawn["size"].tolist(), strict=True):
+        for step, key, size in zip(
+            drawn["step"].tolist(), drawn["key"].tolist(), drawn["size"].tolist(), strict=True
+        ):
             cell = counts[(entry, node, key, step)]
             cell[0] += 1
             cell[1] += size
@@ -150,7 +155,9 @@ def _links(
                 backlog = max(0, backlog + messages - (0 if is_down else capacity))
                 backlog_bytes = max(0, backlog_bytes + size - (0 if is_down else capacity_bytes))
             was_losing = losing
-            queueing = max(-(-backlog * 1000 // props.capacity_msgs), -(-backlog_bytes * 1000 // props.capacity_bytes))
+            queueing = max(
+                -(-backlog * 1000 // props.capacity_msgs), -(-backlog_bytes * 1000 // props.capacity_bytes)
+            )
             source, destination = link_ends(link)
             rows.append(
                 {
@@ -187,7 +194,14 @@ def _deliveries(
         for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
             row = queues.setdefault(
                 (where_node, queue),
-                {"delivered": 0, "duplicates": 0, "lost": 0, "delayed": 0, "max_hops": 0, "total_delay_ms": 0},
+                {
+                    "delivered": 0,
+                    "duplicates": 0,
+                    "lost": 0,
+                    "delayed": 0,
+                    "max_hops": 0,
+                    "total_delay_ms": 0,
+                },
             )
             row["max_hops"] = max(row["max_hops"], len(path))
             if down.blocked(path, step):

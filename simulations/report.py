@@ -35,7 +35,10 @@ def write_report(out: Path) -> Path:
         figure.savefig(out / name, dpi=100, bbox_inches="tight")
         plt.close(figure)
     totals = summary(out)
-    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(f'{v:,}' if isinstance(v, int) else str(v))}</td></tr>" for k, v in totals.items())
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(f'{v:,}' if isinstance(v, int) else str(v))}</td></tr>"
+        for k, v in totals.items()
+    )
     images = "".join(f'<h2>{html.escape(name[:-4])}</h2><img src="{name}" alt="{name}">' for name in plots)
     page = out / "report.html"
     page.write_text(
@@ -74,7 +77,9 @@ def _delays(delays: pd.DataFrame) -> plt.Figure:
     figure, axes = plt.subplots(figsize=(8, 4))
     for region, rows in delays.groupby("region"):
         rows = rows.groupby("delay_ms")["messages"].sum().sort_index()
-        axes.step(np.maximum(rows.index, 1), rows.cumsum() / rows.sum(), where="post", label=str(region) or "-")
+        axes.step(
+            np.maximum(rows.index, 1), rows.cumsum() / rows.sum(), where="post", label=str(region) or "-"
+        )
     axes.set_xscale("log")
     axes.set_xlabel("delay (ms, log scale; 0 shown as 1)")
     axes.set_ylabel("share of deliveries")
@@ -95,12 +100,22 @@ def _topology(links: pd.DataFrame, nodes: pd.DataFrame) -> plt.Figure:
     positions = nx.spring_layout(graph, seed=1)
     weights = [graph.edges[e]["load"] for e in graph.edges]
     received = nodes.set_index("node")["received"] + nodes.set_index("node")["published"]
-    nx.draw_networkx_nodes(graph, positions, ax=axes, node_size=30 if len(graph) > 100 else 120, node_color=[received.get(n, 0) for n in graph.nodes], cmap="viridis")
-    drawn = nx.draw_networkx_edges(graph, positions, ax=axes, edge_color=weights, edge_cmap=plt.get_cmap("plasma"), width=1.5)
+    nx.draw_networkx_nodes(
+        graph,
+        positions,
+        ax=axes,
+        node_size=30 if len(graph) > 100 else 120,
+        node_color=[received.get(n, 0) for n in graph.nodes],
+        cmap="viridis",
+    )
+    colours = plt.cm.ScalarMappable(cmap="plasma", norm=plt.Normalize(min(weights, default=0), max(weights, default=1)))
+    nx.draw_networkx_edges(
+        graph, positions, ax=axes, edge_color=weights, edge_cmap=plt.get_cmap("plasma"), width=1.5
+    )
     if len(graph) <= 40:
         nx.draw_networkx_labels(graph, positions, ax=axes, font_size=8)
     if weights:
-        figure.colorbar(drawn, ax=axes, label="messages over the link (both directions)", shrink=0.6)
+        figure.colorbar(colours, ax=axes, label="messages over the link (both directions)", shrink=0.6)
     axes.set_title("Topology coloured by load (nodes: published + received)")
     axes.axis("off")
     return figure

@@ -45,7 +45,7 @@ def _pair(value: object) -> tuple[str, str]:
 _count = integer(0, 100_000_000)
 _positive = integer(1, 2**40)
 _name = text("a name (a non-empty string)")
-_nodes = text("a node name or a glob over node names (\"edge-*\", \"*\")")
+_nodes = text('a node name or a glob over node names ("edge-*", "*")')
 
 SCENARIO = Section(
     {
@@ -103,7 +103,11 @@ PUBLISHER = Section(
         "burst_factor": number(0.0, 1e6),
         "amplitude": number(0.0, 1.0),
     },
-    required={"nodes": "the nodes that publish", "exchange": "the exchange they publish to", "rate": "msg/s per node"},
+    required={
+        "nodes": "the nodes that publish",
+        "exchange": "the exchange they publish to",
+        "rate": "msg/s per node",
+    },
 )
 
 SUBSCRIBER = Section(

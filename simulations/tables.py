@@ -104,7 +104,9 @@ def summary(out: Path) -> dict[str, Any]:
         value = pc.sum(table[column]).as_py()
         return int(value or 0)
 
-    busiest = links.group_by("link").aggregate([("messages", "sum")]).sort_by([("messages_sum", "descending")])
+    busiest = (
+        links.group_by("link").aggregate([("messages", "sum")]).sort_by([("messages_sum", "descending")])
+    )
     return {
         "published": total(nodes, "published"),
         "unrouted": total(nodes, "unrouted"),

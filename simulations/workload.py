@@ -106,7 +106,9 @@ def step_counts(scenario: Scenario, publishers: Publishers) -> np.ndarray:
     """Messages one node of `publishers` sends in each step (rate shaped by the pattern)."""
     seconds = np.arange(scenario.steps, dtype=np.float64) * scenario.step_ms / 1000.0
     if publishers.pattern == "bursts":
-        factor = np.where(np.mod(seconds, publishers.burst_every) < publishers.burst_length, publishers.burst_factor, 1.0)
+        factor = np.where(
+            np.mod(seconds, publishers.burst_every) < publishers.burst_length, publishers.burst_factor, 1.0
+        )
     elif publishers.pattern == "diurnal":
         factor = 1.0 + publishers.amplitude * np.sin(2.0 * np.pi * seconds / scenario.duration)
     else:

@@ -71,7 +71,9 @@ class World:
     def route(self, node: str, exchange: str, key: str, headers: dict[str, Any] | None) -> ClassRoute:
         """Where one message published on `node` goes."""
         result = self._trace(Publisher(node, exchange, key), headers)
-        crossings = Counter((link_id(*hop), tuple(link_id(*h) for h in before)) for hop, before in result.crossings)
+        crossings = Counter(
+            (link_id(*hop), tuple(link_id(*h) for h in before)) for hop, before in result.crossings
+        )
         deliveries = Counter(
             (where[0], where[1], tuple(link_id(*hop) for hop in path)) for where, path in result.deliveries
         )
@@ -90,7 +92,11 @@ class World:
         nodes' regions, then by one for the two nodes (either direction)."""
         source, destination = link_ends(link)
         nodes = self.topology.nodes
-        regions = {nodes[source].region, nodes[destination].region} if source in nodes and destination in nodes else set()
+        regions = (
+            {nodes[source].region, nodes[destination].region}
+            if source in nodes and destination in nodes
+            else set()
+        )
         values = {f.name: getattr(self.scenario.link_default, f.name) for f in fields(LinkProps)}
         for rule in self.scenario.region_rules:
             if set(rule.ends) == regions:

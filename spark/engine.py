@@ -37,14 +37,18 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     classes = steps.select(*jobs.CLASS).distinct()
     routes = jobs.route_classes(jobs.class_messages(classes, shared), shared).cache()
     links = sorted(row.link for row in routes.where("kind = 'cross'").select("link").distinct().collect())
-    failures = Failures.of(world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms)
+    failures = Failures.of(
+        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
+    )
     progress("traffic", 0.4, 0.6)
     props = [(link, *link_ends(link), *_props(world, link)) for link in links]
     link_df = spark.createDataFrame(
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    traffic = jobs.link_traffic(jobs.offered(steps, routes, failures), link_df, scenario.steps, failures).cache()
+    traffic = jobs.link_traffic(
+        jobs.offered(steps, routes, failures), link_df, scenario.steps, failures
+    ).cache()
     progress("outcomes", 0.6, 0.8)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"

@@ -42,12 +42,18 @@ class Failures:
     def down(self, link: Column, step: Column) -> Column:
         """The link is down at this step."""
         return self._any(
-            [(step >= a) & (step < b) & link.isin(*lose, *keep) for a, b, lose, keep in self.windows if lose or keep]
+            [
+                (step >= a) & (step < b) & link.isin(*lose, *keep)
+                for a, b, lose, keep in self.windows
+                if lose or keep
+            ]
         )
 
     def losing(self, link: Column, step: Column) -> Column:
         """The link is down and transient: what arrives now is lost."""
-        return self._any([(step >= a) & (step < b) & link.isin(*lose) for a, b, lose, _ in self.windows if lose])
+        return self._any(
+            [(step >= a) & (step < b) & link.isin(*lose) for a, b, lose, _ in self.windows if lose]
+        )
 
     def blocked(self, path: Column, step: Column) -> Column:
         """Some link of the path is losing at this step."""

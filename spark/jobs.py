@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import reduce
+from typing import Any
 
 import pandas as pd
 from pyspark import Broadcast
@@ -24,7 +25,9 @@ from spark.failures import Failures
 CLASS = ["entry", "node", "key"]
 EVENTS_SCHEMA = "entry int, node string, step bigint, key int, size bigint"
 MESSAGE_SCHEMA = "entry int, node string, key int"
-ROUTES_SCHEMA = f"{MESSAGE_SCHEMA}, kind string, link string, path array<string>, at string, queue string, copies bigint"
+ROUTES_SCHEMA = (
+    f"{MESSAGE_SCHEMA}, kind string, link string, path array<string>, at string, queue string, copies bigint"
+)
 
 #: The World of each broadcast scenario, built once per Python worker (interest converges
 #: once), by the identity of the worker's copy (a World keeps it alive, so ids stay unique).
@@ -79,7 +82,9 @@ def class_messages(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFra
                 headers=[json.dumps(headers) for _, _, headers in found],
             )
 
-    return classes.mapInPandas(describe, f"{MESSAGE_SCHEMA}, exchange string, routing_key string, headers string")
+    return classes.mapInPandas(
+        describe, f"{MESSAGE_SCHEMA}, exchange string, routing_key string, headers string"
+    )
 
 
 def route_classes(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
@@ -91,14 +96,18 @@ def route_classes(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFram
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         world = _world(scenario)
         for batch in batches:
-            rows = []
+            rows: list[tuple[Any, ...]] = []
             columns = [batch[c] for c in ("entry", "node", "key", "exchange", "routing_key", "headers")]
             for entry, node, key, exchange, routing_key, headers in zip(*columns, strict=True):
                 found = world.route(str(node), str(exchange), str(routing_key), json.loads(headers))
                 cls = (int(entry), str(node), int(key))
-                rows += [(*cls, "cross", link, list(before), None, None, n) for link, before, n in found.crossings]
+                rows += [
+                    (*cls, "cross", link, list(before), None, None, n) for link, before, n in found.crossings
+                ]
                 rows += [(*cls, "deliver", None, list(path), at, q, n) for at, q, path, n in found.deliveries]
-            yield pd.DataFrame(rows, columns=["entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"])
+            yield pd.DataFrame(
+                rows, columns=["entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"]
+            )
 
     return classes.mapInPandas(route, ROUTES_SCHEMA)
 
@@ -143,7 +152,10 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
         .withColumn("capacity", F.expr(f"capacity_msgs * {failures.step_ms} div 1000"))
         .withColumn("capacity_b", F.expr(f"capacity_bytes * {failures.step_ms} div 1000"))
         .withColumn("start", F.col("losing") & ~F.lag("losing", 1, False).over(by_step))
-        .withColumn("segment", F.sum(F.col("start").cast("int")).over(by_step.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn(
+            "segment",
+            F.sum(F.col("start").cast("int")).over(by_step.rowsBetween(Window.unboundedPreceding, 0)),
+        )
     )
     arrive = F.when(F.col("losing"), 0).otherwise(F.col("messages"))
     arrive_b = F.when(F.col("losing"), 0).otherwise(F.col("bytes"))
@@ -164,7 +176,10 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
         "messages",
         "bytes",
         F.when(F.col("losing"), F.col("messages")).otherwise(0).cast("bigint").alias("lost"),
-        F.when(F.col("start"), F.lag("backlog", 1, 0).over(by_step)).otherwise(0).cast("bigint").alias("lost_in_flight"),
+        F.when(F.col("start"), F.lag("backlog", 1, 0).over(by_step))
+        .otherwise(0)
+        .cast("bigint")
+        .alias("lost_in_flight"),
         "down",
         "capacity",
         F.col("backlog").cast("bigint").alias("backlog"),
@@ -266,7 +281,9 @@ def node_table(
             F.col(node).alias("node"), *(values.get(c, F.lit(0)).cast("bigint").alias(c) for c in counts)
         )
 
-    routed = routes.where(F.col("kind") == "deliver").select(*CLASS).distinct().withColumn("routed", F.lit(True))
+    routed = (
+        routes.where(F.col("kind") == "deliver").select(*CLASS).distinct().withColumn("routed", F.lit(True))
+    )
     flagged = steps.join(F.broadcast(routed), CLASS, "left")
     parts = [
         part(nodes, "node"),

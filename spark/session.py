@@ -24,7 +24,9 @@ def java_home() -> str:
     """JAVA_HOME if set, else the Java 17 install found on this machine; JavaMissing if none."""
     given = os.environ.get("JAVA_HOME")
     candidates = [Path(given)] if given else []
-    candidates += sorted(Path("/usr/lib/jvm").glob("java-17-*")) + sorted(Path("/usr/lib/jvm").glob("java-21-*"))
+    candidates += sorted(Path("/usr/lib/jvm").glob("java-17-*")) + sorted(
+        Path("/usr/lib/jvm").glob("java-21-*")
+    )
     on_path = shutil.which("java")
     if on_path:
         candidates.append(Path(on_path).resolve().parent.parent)

@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from simulations.scenario import Scenario, load_scenario, load_scenario_text
-from topology.flow import MAX_HOPS
 from tests.spark.conftest import SCENARIOS, assert_same_tables, reference_tables, spark_tables
+from topology.flow import MAX_HOPS
 
 ROOT = Path(__file__).resolve().parents[2]
 

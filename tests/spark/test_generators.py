@@ -31,7 +31,9 @@ def test_written_out_they_load_back_to_the_same_model(text: str) -> None:
     topology = generate(GeneratorSpec.parse(text))
     loaded = load_topology_text(to_toml(topology), "generated.toml")
     assert loaded.nodes.keys() == topology.nodes.keys()
-    assert [(n.port, n.region) for n in loaded.nodes.values()] == [(n.port, n.region) for n in topology.nodes.values()]
+    assert [(n.port, n.region) for n in loaded.nodes.values()] == [
+        (n.port, n.region) for n in topology.nodes.values()
+    ]
     assert [(r.kind, r.source, r.destination, r.exchange) for r in loaded.routes] == [
         (r.kind, r.source, r.destination, r.exchange) for r in topology.routes
     ]
@@ -51,7 +53,9 @@ def test_the_same_seed_gives_the_same_topology_and_another_seed_another() -> Non
 
 
 def test_hierarchy_sizes_for_regions_10k() -> None:
-    topology = generate(GeneratorSpec.parse("hierarchy:hubs=100,nodes=10000,seed=1,fanout_federation=sim.fanout"))
+    topology = generate(
+        GeneratorSpec.parse("hierarchy:hubs=100,nodes=10000,seed=1,fanout_federation=sim.fanout")
+    )
     hubs = [n for n in topology.nodes if n.startswith("hub-")]
     edges = [n for n in topology.nodes if n.startswith("edge-")]
     assert (len(topology.nodes), len(hubs), len(edges)) == (10_000, 100, 9_899)

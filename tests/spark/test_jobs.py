@@ -12,6 +12,7 @@ from spark import jobs
 from spark.failures import Failures
 from tests.spark.conftest import SCENARIOS
 
+
 def test_backlog_is_the_queue_recursion_in_parallel_form(spark: SparkSession) -> None:
     arrivals = [5, 0, 3, 0, 0, 9, 1]
     rows = [Row(link="l", step=t, a=a, c=2) for t, a in enumerate(arrivals)]
@@ -24,7 +25,9 @@ def test_backlog_is_the_queue_recursion_in_parallel_form(spark: SparkSession) ->
     assert found == expected == [3, 1, 2, 0, 0, 7, 6]
 
 
-def test_link_traffic_loses_what_a_transient_link_holds_and_buffers_on_a_durable_one(spark: SparkSession) -> None:
+def test_link_traffic_loses_what_a_transient_link_holds_and_buffers_on_a_durable_one(
+    spark: SparkSession,
+) -> None:
     offered = spark.createDataFrame(
         [("t", s, m, m * 10) for s, m in enumerate([10, 10, 0, 0])]
         + [("d", s, m, m * 10) for s, m in enumerate([10, 10, 0, 0])],
@@ -44,7 +47,10 @@ def test_link_traffic_loses_what_a_transient_link_holds_and_buffers_on_a_durable
 
 
 def test_offered_drops_copies_lost_at_an_earlier_link(spark: SparkSession) -> None:
-    steps = spark.createDataFrame([(0, "a", 1, 0, 4, 40), (0, "a", 1, 1, 2, 20)], "entry int, node string, key int, step bigint, messages bigint, bytes bigint")
+    steps = spark.createDataFrame(
+        [(0, "a", 1, 0, 4, 40), (0, "a", 1, 1, 2, 20)],
+        "entry int, node string, key int, step bigint, messages bigint, bytes bigint",
+    )
     routes = spark.createDataFrame(
         [
             (0, "a", 1, "cross", "a>b", [], None, None, 1),

@@ -55,11 +55,15 @@ to = 1
 
 
 def test_a_generator_missing_sizes_and_a_topology_file_with_problems() -> None:
-    assert problems('[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "mesh-of-hubs"\nradius = 1\n') == [
-        "bad.toml:4: topology: generator mesh-of-hubs: missing hubs, edges; does not take radius"
-    ]
-    found = problems('[scenario]\nduration = 1\nstep = 1\n[topology]\nfile = "../tests/spark/scenarios/nope.toml"\n')
-    assert len(found) == 1 and found[0].startswith("bad.toml:5: topology.file: ") and "cannot read" in found[0]
+    assert problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "mesh-of-hubs"\nradius = 1\n'
+    ) == ["bad.toml:4: topology: generator mesh-of-hubs: missing hubs, edges; does not take radius"]
+    found = problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\nfile = "../tests/spark/scenarios/nope.toml"\n'
+    )
+    assert (
+        len(found) == 1 and found[0].startswith("bad.toml:5: topology.file: ") and "cannot read" in found[0]
+    )
 
 
 def test_failures_name_nodes_of_the_topology() -> None:

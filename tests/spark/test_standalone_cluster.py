@@ -58,7 +58,9 @@ def wait_for(log: Path, text: str, process: subprocess.Popen[bytes], timeout: fl
             return
         assert process.poll() is None, f"{log.name} exited:\n{log.read_text(errors='replace')[-3000:]}"
         time.sleep(0.2)
-    raise AssertionError(f"no {text!r} in {log.name} within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
+    raise AssertionError(
+        f"no {text!r} in {log.name} within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}"
+    )
 
 
 @pytest.fixture
@@ -111,7 +113,19 @@ def test_a_standalone_cluster_writes_the_same_tables(master: str, tmp_path: Path
     path = SCENARIOS / "corners.toml"
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "simulations.cli", "run", str(path), "--out", str(out), "--master", master, "--partitions", "2"],
+        [
+            sys.executable,
+            "-m",
+            "simulations.cli",
+            "run",
+            str(path),
+            "--out",
+            str(out),
+            "--master",
+            master,
+            "--partitions",
+            "2",
+        ],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
