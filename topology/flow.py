@@ -114,8 +114,9 @@ def trace_flow(topology: Topology, publisher: Publisher, headers: dict[str, Any]
 
 def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], FlowResult]:
     """`trace_flow` for many publishes on one topology: interest converges once (the simulator
-    routes every class of publish with it)."""
-    return _Network(topology).publish
+    routes every class of publish with it), and the bindings that took each copy are not
+    collected (`FlowResult.bindings` stays empty; only the checks read it)."""
+    return _Network(topology, record_bindings=False).publish
 
 
 # -- what is in effect once applied -------------------------------------------------------------
@@ -170,8 +171,10 @@ def active_federations(topology: Topology, routes: list[Route]) -> dict[tuple[st
 
 
 class _Network:
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, record_bindings: bool = True) -> None:
         self.topology = topology
+        self.record_bindings = record_bindings
+        self.exchanges = {(exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)}
         self.routes = active_routes(topology)
         self.federations = active_federations(topology, self.routes)
         self.consumers: dict[QueueAt, Route] = {}
@@ -182,6 +185,8 @@ class _Network:
         self.graphs: dict[str, ExchangeGraph] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.tables: dict[tuple[str, str], InterestTable] = {}
+        #: exchange -> (node, tag) -> the node behind that bridge queue (see _downstream).
+        self.downstream: dict[str, dict[tuple[str, str], str]] = {}
         #: The headers of the publish being followed: every copy carries them unchanged.
         self.headers: dict[str, Any] = {}
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
@@ -233,7 +238,8 @@ class _Network:
                 yield from ((key, args, ("mirror", child)) for key, args in keys)
 
     def _exchange(self, node: str, name: str) -> Exchange | None:
-        return self.topology.exchange(node, name)
+        """topology.exchange, by a dict for declared exchanges (the first declaration wins)."""
+        return self.exchanges.get((node, name)) or self.topology.exchange(node, name)
 
     # -- dynamic routing's interest, propagated until nothing changes --------------------------
 
@@ -263,13 +269,16 @@ class _Network:
                 del self.tables[(node, exchange)]
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
-        """The node behind the bridge queue `tag` on `node` (it pulls from `node`)."""
-        tags = self.tags[exchange]
-        for route in self.routes:
-            if route.kind == "dynamic" and route.exchange == exchange and route.source == node:
-                if tags[route.destination] == tag:
-                    return route.destination
-        return None
+        """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first
+        dynamic route's, as found in route order."""
+        if exchange not in self.downstream:
+            tags = self.tags[exchange]
+            found: dict[tuple[str, str], str] = {}
+            for route in self.routes:
+                if route.kind == "dynamic" and route.exchange == exchange:
+                    found.setdefault((route.source, tags[route.destination]), route.destination)
+            self.downstream[exchange] = found
+        return self.downstream[exchange].get((node, tag))
 
     # -- one publish --------------------------------------------------------------------------
 
@@ -313,7 +322,8 @@ class _Network:
                 onward.append(_moved(copy, federation.parent, copy.exchange, copy.key))
             if not decision.route_locally:
                 found = []
-        self._record(copy, exchange, found, result)
+        if self.record_bindings:
+            self._record(copy, exchange, found, result)
         for target in found:
             onward += self._deliver(copy, target, result)
         return onward
