@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(f"{h}x{e}x{n}" for h, e, n in simulation.SIZES),
         help="HUBSxEDGESxEVENTS,... (default: %(default)s)",
     )
-    sim.add_argument("--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in")
+    sim.add_argument(
+        "--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in"
+    )
     args = parser.parse_args(argv)
     if getattr(args, "messages", 1) < 1 or getattr(args, "repeat", 1) < 1:
         parser.error("--messages and --repeat must be at least 1")

@@ -108,7 +108,9 @@ def _topology(links: pd.DataFrame, nodes: pd.DataFrame) -> plt.Figure:
         node_color=[received.get(n, 0) for n in graph.nodes],
         cmap="viridis",
     )
-    colours = plt.cm.ScalarMappable(cmap="plasma", norm=plt.Normalize(min(weights, default=0), max(weights, default=1)))
+    colours = plt.cm.ScalarMappable(
+        cmap="plasma", norm=plt.Normalize(min(weights, default=0), max(weights, default=1))
+    )
     nx.draw_networkx_edges(
         graph, positions, ax=axes, edge_color=weights, edge_cmap=plt.get_cmap("plasma"), width=1.5
     )

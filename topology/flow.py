@@ -174,7 +174,9 @@ class _Network:
     def __init__(self, topology: Topology, record_bindings: bool = True) -> None:
         self.topology = topology
         self.record_bindings = record_bindings
-        self.exchanges = {(exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)}
+        self.exchanges = {
+            (exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)
+        }
         self.routes = active_routes(topology)
         self.federations = active_federations(topology, self.routes)
         self.consumers: dict[QueueAt, Route] = {}
