@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import backlog, brokers, harness, memory, report
+from . import backlog, brokers, harness, memory, report, simulation
 
 RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
 BACKLOG_JSON = Path(__file__).parent / "results" / "backlog.json"
@@ -66,6 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     piles.add_argument(
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
     )
+    sim = sub.add_parser("simulation", help="amq-sim: the Spark engine against the reference engine by size")
+    sim.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    sim.add_argument(
+        "--sizes",
+        default=",".join(f"{h}x{e}x{n}" for h, e, n in simulation.SIZES),
+        help="HUBSxEDGESxEVENTS,... (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in"
+    )
     args = parser.parse_args(argv)
     if getattr(args, "messages", 1) < 1 or getattr(args, "repeat", 1) < 1:
         parser.error("--messages and --repeat must be at least 1")
@@ -78,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
             *(sys.argv[1:] if argv is None else argv),
         ]
     )
+    if args.command == "simulation":
+        sizes = tuple(tuple(int(n) for n in size.split("x")) for size in args.sizes.split(","))
+        results = simulation.run(sizes, args.master)
+        simulation.write(results, args.out)
+        print(f"wrote {args.out} and {simulation.RESULTS_JSON}")
+        return 0
     if args.command == "memory":
         counts = {key: getattr(args, key) for key, _, _ in memory.SIZES}
         results = memory.run(args.gateway, counts, args.seconds, command, args.only)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gateway", "federation", "topology")
+PACKAGES = ("gateway", "federation", "topology", "simulations", "spark")
 #: The modules that compose the node and the console scripts: the only ones in gateway/ that
 #: know federation and the planner.
 COMPOSITION_ROOTS = {"gateway.node", "gateway.cli"}
@@ -125,6 +125,14 @@ def test_routing_imports_only_the_standard_library() -> None:
 def test_the_offline_topology_modules_never_load_trio_sqlite_or_the_broker() -> None:
     assert set(OFFLINE_TOPOLOGY) <= set(loaded())
     assert _offenders(list(OFFLINE_TOPOLOGY), ("trio", "sqlite3", "gateway.broker")) == {}
+
+
+def test_the_simulator_never_loads_trio_sqlite_or_the_broker() -> None:
+    """spark/ and simulations/ route with gateway.routing through the offline planner modules;
+    they run in Spark's Python workers, which have no event loop, store or broker."""
+    modules = _in("spark") + _in("simulations")
+    assert {"spark.jobs", "simulations.world"} <= set(modules)
+    assert _offenders(modules, ("trio", "sqlite3", "gateway.broker", "gateway.store")) == {}
 
 
 def test_the_broker_model_does_no_io_and_knows_no_store_or_federation() -> None:

@@ -44,7 +44,7 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,6 +57,8 @@ from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 
 QueueAt = tuple[str, str]
+#: The node-to-node hops one copy took, in order: ((from, to), ...).
+Path = tuple[tuple[str, str], ...]
 #: Where a binding leads: ("queue", name), ("route", Route) or ("mirror", Federation).
 Target = tuple[str, Any]
 #: Node-to-node hops one copy may take before the model stops following it (a loop).
@@ -79,6 +81,7 @@ class Copy:
     #: Republished by the node's peering from its parent: never forwarded back up.
     from_parent: bool = False
     hops: int = 0
+    path: Path = ()
 
 
 @dataclass
@@ -91,6 +94,11 @@ class FlowResult:
     looped: int = 0
     #: Copies not followed beyond MAX_HOPS / MAX_COPIES: a cycle that never ends.
     cut: int = 0
+    #: Every node-to-node hop a copy made, with the hops that copy made before it (the
+    #: simulator loads links and loses copies behind a failed link with these).
+    crossings: list[tuple[tuple[str, str], Path]] = field(default_factory=list)
+    #: Every copy a queue received, with the path it came by.
+    deliveries: list[tuple[QueueAt, Path]] = field(default_factory=list)
 
 
 def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[str, str]]:
@@ -99,9 +107,16 @@ def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[st
     return trace_flow(topology, publisher).queues
 
 
-def trace_flow(topology: Topology, publisher: Publisher) -> FlowResult:
+def trace_flow(topology: Topology, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
     """Follow one publish through the topology (see the module's docstring)."""
-    return _Network(topology).publish(publisher)
+    return _Network(topology).publish(publisher, headers)
+
+
+def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], FlowResult]:
+    """`trace_flow` for many publishes on one topology: interest converges once (the simulator
+    routes every class of publish with it), and the bindings that took each copy are not
+    collected (`FlowResult.bindings` stays empty; only the checks read it)."""
+    return _Network(topology, record_bindings=False).publish
 
 
 # -- what is in effect once applied -------------------------------------------------------------
@@ -156,8 +171,12 @@ def active_federations(topology: Topology, routes: list[Route]) -> dict[tuple[st
 
 
 class _Network:
-    def __init__(self, topology: Topology) -> None:
+    def __init__(self, topology: Topology, record_bindings: bool = True) -> None:
         self.topology = topology
+        self.record_bindings = record_bindings
+        self.exchanges = {
+            (exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)
+        }
         self.routes = active_routes(topology)
         self.federations = active_federations(topology, self.routes)
         self.consumers: dict[QueueAt, Route] = {}
@@ -168,6 +187,10 @@ class _Network:
         self.graphs: dict[str, ExchangeGraph] = {}
         self.tags: dict[str, dict[str, str]] = {}
         self.tables: dict[tuple[str, str], InterestTable] = {}
+        #: exchange -> (node, tag) -> the node behind that bridge queue (see _downstream).
+        self.downstream: dict[str, dict[tuple[str, str], str]] = {}
+        #: The headers of the publish being followed: every copy carries them unchanged.
+        self.headers: dict[str, Any] = {}
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
             self._converge(exchange)
 
@@ -217,7 +240,8 @@ class _Network:
                 yield from ((key, args, ("mirror", child)) for key, args in keys)
 
     def _exchange(self, node: str, name: str) -> Exchange | None:
-        return self.topology.exchange(node, name)
+        """topology.exchange, by a dict for declared exchanges (the first declaration wins)."""
+        return self.exchanges.get((node, name)) or self.topology.exchange(node, name)
 
     # -- dynamic routing's interest, propagated until nothing changes --------------------------
 
@@ -247,18 +271,22 @@ class _Network:
                 del self.tables[(node, exchange)]
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
-        """The node behind the bridge queue `tag` on `node` (it pulls from `node`)."""
-        tags = self.tags[exchange]
-        for route in self.routes:
-            if route.kind == "dynamic" and route.exchange == exchange and route.source == node:
-                if tags[route.destination] == tag:
-                    return route.destination
-        return None
+        """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first
+        dynamic route's, as found in route order."""
+        if exchange not in self.downstream:
+            tags = self.tags[exchange]
+            found: dict[tuple[str, str], str] = {}
+            for route in self.routes:
+                if route.kind == "dynamic" and route.exchange == exchange:
+                    found.setdefault((route.source, tags[route.destination]), route.destination)
+            self.downstream[exchange] = found
+        return self.downstream[exchange].get((node, tag))
 
     # -- one publish --------------------------------------------------------------------------
 
-    def publish(self, publisher: Publisher) -> FlowResult:
+    def publish(self, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
         result = FlowResult()
+        self.headers = headers or {}
         pending = [Copy(publisher.node, publisher.exchange, publisher.key)]
         made = 1
         while pending:
@@ -268,6 +296,7 @@ class _Network:
                 continue
             onward = self._arrive(copy, result)
             made += len(onward)
+            result.crossings.extend((each.path[-1], each.path[:-1]) for each in onward)
             pending.extend(onward)
         result.queues = +result.queues
         return result
@@ -295,7 +324,8 @@ class _Network:
                 onward.append(_moved(copy, federation.parent, copy.exchange, copy.key))
             if not decision.route_locally:
                 found = []
-        self._record(copy, exchange, found, result)
+        if self.record_bindings:
+            self._record(copy, exchange, found, result)
         for target in found:
             onward += self._deliver(copy, target, result)
         return onward
@@ -309,7 +339,7 @@ class _Network:
                     graph.bind(exchange.name, key, arguments, target)
                 except ValueError:  # a headers binding the broker refuses
                     continue
-        return sorted(graph.route(copy.exchange, copy.key, {}), key=repr)
+        return sorted(graph.route(copy.exchange, copy.key, self.headers), key=repr)
 
     def _graph(self, node: str) -> ExchangeGraph:
         """The node's exchanges as the walk sees them: declared with their bindings on first
@@ -326,12 +356,12 @@ class _Network:
         for binding in self.topology.bindings:
             if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
                 continue
-            if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, {}):
+            if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, self.headers):
                 result.bindings.add(binding)
 
     def _forward_dynamic(self, copy: Copy, table: InterestTable) -> list[Copy]:
         onward = []
-        for tag, origins in sorted(table.forward(copy.key, {}, copy.destinations).items()):
+        for tag, origins in sorted(table.forward(copy.key, self.headers, copy.destinations).items()):
             node = self._downstream(copy.node, copy.exchange, tag)
             if node is not None:
                 moved = _moved(copy, node, copy.exchange, copy.key)
@@ -348,9 +378,11 @@ class _Network:
         if consumer is not None:
             return [_moved(copy, consumer.destination, consumer.exchange, copy.key)]
         result.queues[(copy.node, what)] += 1
+        result.deliveries.append(((copy.node, what), copy.path))
         return []
 
 
 def _moved(copy: Copy, node: str, exchange: str, key: str) -> Copy:
     """`copy` published on `exchange` of `node` by a route or peering: the stamp travels along."""
-    return Copy(node, exchange, key, copy.destinations, copy.trace, False, copy.hops + 1)
+    path = (*copy.path, (copy.node, node))
+    return Copy(node, exchange, key, copy.destinations, copy.trace, False, copy.hops + 1, path)

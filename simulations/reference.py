@@ -1,0 +1,228 @@
+"""The reference engine: the scenario run in one process, event by event, with the plainest
+code that computes each table (the backlog by its recursion, W_t = max(0, W_{t-1} + a_t - c_t),
+not the parallel form Spark uses). It is the oracle the Spark engine must equal exactly.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulations.scenario import Scenario
+from simulations.tables import COLUMNS, write_frame
+from simulations.workload import events, key_probabilities, publishing
+from simulations.world import ClassRoute, LinkId, Window, World, link_ends
+from simulations.world import Path as HopPath
+
+Progress = Callable[[str, float], None]
+Class = tuple[int, str, int]
+
+
+def run(scenario: Scenario, out: Path, progress: Progress = lambda stage, done: None) -> None:
+    """Compute every table and write it under `out`."""
+    for table, frame in tables(scenario, progress).items():
+        write_frame(table, frame, out)
+
+
+def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) -> dict[str, pd.DataFrame]:
+    world = World(scenario)
+    counts, published = _count_events(scenario, progress)
+    progress("routing", 0.0)
+    routes: dict[Class, ClassRoute] = {}
+    for number, cls in enumerate({(e, n, k) for e, n, k, _ in counts}):
+        routes[cls] = world.route(cls[1], *world.message(cls[0], cls[2]))
+        progress("routing", (number + 1) / max(1, len(counts)))
+    for (entry, node, key, _), (messages, _) in counts.items():
+        if not routes[(entry, node, key)].deliveries:
+            published[node][1] += messages
+    links = sorted({link for route in routes.values() for link, _, _ in route.crossings})
+    down = _Down(world, world.windows(links))
+    link_rows: list[dict[str, Any]] = _links(scenario, world, down, counts, routes, links)
+    progress("outcomes", 0.0)
+    delay = {
+        (row["link"], row["step"]): world.props(row["link"]).latency_ms + row["delay_ms"] for row in link_rows
+    }
+    queues, delays, delivered = _deliveries(world, down, counts, routes, delay)
+    sent: dict[str, int] = defaultdict(int)
+    received: dict[str, int] = defaultdict(int)
+    for row in link_rows:
+        sent[row["source"]] += row["messages"]
+        received[row["destination"]] += row["messages"] - row["lost"]
+    nodes = [
+        {
+            "node": name,
+            "region": node.region,
+            "published": published[name][0],
+            "unrouted": published[name][1],
+            "sent": sent[name],
+            "received": received[name],
+            "delivered": delivered[name],
+        }
+        for name, node in world.topology.nodes.items()
+    ]
+    progress("outcomes", 1.0)
+    return {
+        "links": pd.DataFrame(link_rows, columns=_columns("links")),
+        "nodes": pd.DataFrame(nodes),
+        "queues": pd.DataFrame(queues, columns=_columns("queues")),
+        "delays": pd.DataFrame(delays, columns=_columns("delays")),
+    }
+
+
+def _columns(table: str) -> list[str]:
+    return [name for name, _ in COLUMNS[table]]
+
+
+def _count_events(
+    scenario: Scenario, progress: Progress
+) -> tuple[dict[tuple[int, str, int, int], list[int]], dict[str, list[int]]]:
+    """(entry, node, key, step) -> [messages, bytes], counted one event at a time."""
+    probabilities = key_probabilities(scenario.keys)
+    counts: dict[tuple[int, str, int, int], list[int]] = defaultdict(lambda: [0, 0])
+    published: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    sources = publishing(scenario)
+    for number, (entry, node) in enumerate(sources):
+        drawn = events(scenario, entry, node, probabilities)
+        for step, key, size in zip(
+            drawn["step"].tolist(), drawn["key"].tolist(), drawn["size"].tolist(), strict=True
+        ):
+            cell = counts[(entry, node, key, step)]
+            cell[0] += 1
+            cell[1] += size
+            published[node][0] += 1
+        progress("events", (number + 1) / len(sources))
+    return counts, published
+
+
+class _Down:
+    """Which links are down when."""
+
+    def __init__(self, world: World, windows: list[Window]) -> None:
+        self.world = world
+        self.windows = windows
+
+    def down(self, link: LinkId, step: int) -> bool:
+        return any(w.first <= step < w.end and link in w.links for w in self.windows)
+
+    def losing(self, link: LinkId, step: int) -> bool:
+        return self.down(link, step) and not self.world.durable(link)
+
+    def blocked(self, path: HopPath, step: int) -> bool:
+        return any(self.losing(link, step) for link in path)
+
+    def wait_ms(self, link: LinkId, step: int) -> int:
+        """How long a durable link that is down holds what arrives now."""
+        waits = [
+            (w.end - step) * self.world.scenario.step_ms
+            for w in self.windows
+            if w.first <= step < w.end and link in w.links and self.world.durable(link)
+        ]
+        return max(waits, default=0)
+
+
+def _links(
+    scenario: Scenario,
+    world: World,
+    down: _Down,
+    counts: dict[tuple[int, str, int, int], list[int]],
+    routes: dict[Class, ClassRoute],
+    links: list[LinkId],
+) -> list[dict[str, Any]]:
+    offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
+    for (entry, node, key, step), (messages, size) in counts.items():
+        for link, before, copies in routes[(entry, node, key)].crossings:
+            if not down.blocked(before, step):
+                offered[link][step][0] += messages * copies
+                offered[link][step][1] += size * copies
+    rows = []
+    for link in links:
+        props = world.props(link)
+        capacity = props.capacity_msgs * scenario.step_ms // 1000
+        capacity_bytes = props.capacity_bytes * scenario.step_ms // 1000
+        backlog = backlog_bytes = 0
+        was_losing = False
+        for step in range(scenario.steps):
+            messages, size = offered[link][step]
+            is_down, losing = down.down(link, step), down.losing(link, step)
+            in_flight = backlog if losing and not was_losing else 0
+            if losing:
+                backlog = backlog_bytes = 0
+            else:
+                backlog = max(0, backlog + messages - (0 if is_down else capacity))
+                backlog_bytes = max(0, backlog_bytes + size - (0 if is_down else capacity_bytes))
+            was_losing = losing
+            queueing = max(
+                -(-backlog * 1000 // props.capacity_msgs), -(-backlog_bytes * 1000 // props.capacity_bytes)
+            )
+            source, destination = link_ends(link)
+            rows.append(
+                {
+                    "link": link,
+                    "step": step,
+                    "source": source,
+                    "destination": destination,
+                    "messages": messages,
+                    "bytes": size,
+                    "lost": messages if losing else 0,
+                    "lost_in_flight": in_flight,
+                    "down": is_down,
+                    "capacity": capacity,
+                    "backlog": backlog,
+                    "backlog_bytes": backlog_bytes,
+                    "delay_ms": queueing + down.wait_ms(link, step),
+                }
+            )
+    return rows
+
+
+def _deliveries(
+    world: World,
+    down: _Down,
+    counts: dict[tuple[int, str, int, int], list[int]],
+    routes: dict[Class, ClassRoute],
+    delay: dict[tuple[LinkId, int], int],
+) -> tuple[list[dict[str, object]], list[dict[str, object]], dict[str, int]]:
+    queues: dict[tuple[str, str], dict[str, int]] = {}
+    delays: dict[tuple[str, str, int, int], int] = defaultdict(int)
+    delivered: dict[str, int] = defaultdict(int)
+    for (entry, node, key, step), (messages, _) in counts.items():
+        copies_at: dict[tuple[str, str], int] = defaultdict(int)
+        for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
+            row = queues.setdefault(
+                (where_node, queue),
+                {
+                    "delivered": 0,
+                    "duplicates": 0,
+                    "lost": 0,
+                    "delayed": 0,
+                    "max_hops": 0,
+                    "total_delay_ms": 0,
+                },
+            )
+            row["max_hops"] = max(row["max_hops"], len(path))
+            if down.blocked(path, step):
+                row["lost"] += messages * copies
+                continue
+            copies_at[(where_node, queue)] += copies
+            row["delivered"] += messages * copies
+            delivered[where_node] += messages * copies
+            if any(down.down(link, step) for link in path):
+                row["delayed"] += messages * copies
+            total = sum(delay[(link, step)] for link in path)
+            row["total_delay_ms"] += total * messages * copies
+            delays[(where_node, queue, len(path), total)] += messages * copies
+        for where, copies in copies_at.items():
+            queues[where]["duplicates"] += messages * (copies - 1)
+    regions = {name: node.region for name, node in world.topology.nodes.items()}
+    return (
+        [{"node": n, "queue": q, **row} for (n, q), row in queues.items()],
+        [
+            {"node": n, "queue": q, "hops": h, "delay_ms": d, "region": regions[n], "messages": m}
+            for (n, q, h, d), m in delays.items()
+        ],
+        delivered,
+    )

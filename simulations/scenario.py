@@ -1,0 +1,304 @@
+"""Read a scenario file (docs/simulation.md) into a `Scenario`.
+
+The topology loader's conventions: the whole file is checked first and one `ScenarioError`
+names every problem as `file:line: key.path: message` (unknown keys included); only a file
+without problems becomes a `Scenario`. A topology file it names is read by topology.loader,
+so the simulation runs on exactly the model `amq-route topology` reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
+from simulations import schema
+from simulations.generators import GeneratorSpec, generate
+from topology.loader import TopologyError, load_topology
+from topology.model import Topology
+from topology.schema import Section
+
+
+class ScenarioError(Exception):
+    """A scenario cannot be used: `str()` is every problem, one line each."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class LinkProps:
+    """What a link between two nodes carries: one-way latency and capacity per second."""
+
+    latency_ms: int = 5
+    capacity_msgs: int = 10_000
+    capacity_bytes: int = 100_000_000
+
+
+@dataclass(frozen=True)
+class LinkRule:
+    """Link properties for a pair of nodes, or of regions (either direction)."""
+
+    ends: tuple[str, str]
+    values: dict[str, int]
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Routing keys of len(words) words, level i drawing from words[i] words."""
+
+    words: tuple[int, ...] = (4, 4, 4)
+    distribution: str = "uniform"
+    zipf_s: float = 1.1
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for count in self.words:
+            size *= count
+        return size
+
+
+@dataclass(frozen=True)
+class Publishers:
+    """Every node matching `nodes` publishes to `exchange` at `rate` msg/s (shaped by
+    `pattern`), keys drawn from the key space, sizes uniform in [size/2, 3*size/2]."""
+
+    nodes: str
+    exchange: str
+    rate: float
+    pattern: str = "constant"
+    size: int = 1024
+    burst_every: float = 60.0
+    burst_length: float = 5.0
+    burst_factor: float = 10.0
+    amplitude: float = 0.5
+
+
+@dataclass(frozen=True)
+class Subscribers:
+    """Every node matching `nodes` has queue `queue` bound `count` times to `exchange`, with
+    binding keys drawn from the key space (topic: words turn into `*`, or a `#` tail, with
+    probability `wildcards`)."""
+
+    nodes: str
+    exchange: str
+    type: str
+    queue: str = "sim"
+    count: int = 1
+    wildcards: float = 0.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A link (both directions) or a node (every link at it) is down from `start` to `end` s."""
+
+    start: float
+    end: float
+    link: tuple[str, str] | None = None
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    topology: Topology
+    duration: float
+    step: float
+    seed: int = 0
+    link_default: LinkProps = LinkProps()
+    region_rules: tuple[LinkRule, ...] = ()
+    pair_rules: tuple[LinkRule, ...] = ()
+    keys: KeySpace = KeySpace()
+    publishers: tuple[Publishers, ...] = ()
+    subscribers: tuple[Subscribers, ...] = ()
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def step_ms(self) -> int:
+        return max(1, round(self.step * 1000))
+
+    @property
+    def steps(self) -> int:
+        """Time steps in the run (the last one may be partly past `duration`)."""
+        return max(1, -(-round(self.duration * 1000) // self.step_ms))
+
+
+def load_scenario(path: Path) -> Scenario:
+    """The scenario in the file at `path`; ScenarioError lists every problem with it."""
+    try:
+        doc = read_toml(path)
+    except ConfigError as err:
+        raise ScenarioError([str(err)]) from None
+    return _load(doc)
+
+
+def load_scenario_text(text: str, path: str) -> Scenario:
+    """The scenario in `text`, read as if from `path` (so tests need no files)."""
+    try:
+        doc = parse_toml(text, Path(path))
+    except ConfigError as err:
+        raise ScenarioError([str(err)]) from None
+    return _load(doc)
+
+
+def _load(doc: TomlFile) -> Scenario:
+    reader = _Reader(doc)
+    values = reader.read()
+    topology = reader.topology(values.get("topology", {}))
+    if topology is not None:
+        reader.references(values, topology)
+    if reader.problems or topology is None:
+        raise ScenarioError(reader.sorted_problems())
+    return _build(doc, values, topology)
+
+
+class _Reader:
+    """Collects every problem; nothing stops the walk."""
+
+    def __init__(self, doc: TomlFile) -> None:
+        self.doc = doc
+        self.problems: list[tuple[int, str]] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        lines = self.doc.lines
+        line = next((lines[path[:end]] for end in range(len(path), 0, -1) if path[:end] in lines), 0)
+        self.problems.append((line, f"{self.doc.where(path)}: {message}"))
+
+    def sorted_problems(self) -> list[str]:
+        return [message for _, message in sorted(self.problems, key=lambda problem: problem[0])]
+
+    def read(self) -> dict[str, Any]:
+        data = self.doc.data
+        for key in data:
+            if key not in schema.TOP_LEVEL:
+                self.problem((key,), f"unknown key (known: {', '.join(schema.TOP_LEVEL)})")
+        values: dict[str, Any] = {}
+        for key, section in schema.TABLES.items():
+            if key in data or key == "scenario":
+                values[key] = self.fields((key,), data.get(key, {}), section) or {}
+        values["links"] = self.links(data.get("links", {}))
+        for key, section in schema.ARRAYS.items():
+            values[key] = self.array(key, data.get(key, []), section)
+        for index, failure in enumerate(values["failures"]):
+            if ("link" in failure) == ("node" in failure):
+                self.problem(("failures", index), "give exactly one of 'link' or 'node'")
+            elif failure.get("from", 0) > failure.get("to", 0):
+                self.problem(("failures", index, "to"), "must not be before 'from'")
+        return values
+
+    def fields(self, path: KeyPath, table: object, section: Section) -> dict[str, Any] | None:
+        if not isinstance(table, dict):
+            self.problem(path, f"expected a table, got {describe(table)}")
+            return None
+        values = {}
+        for key, value in table.items():
+            check = section.keys.get(key)
+            if check is None:
+                self.problem((*path, key), f"unknown key (known: {', '.join(section.keys)})")
+                continue
+            try:
+                values[key] = check(value)
+            except Invalid as err:
+                self.problem((*path, key), str(err))
+        for key, what in section.required.items():
+            if key not in table:
+                self.problem(path, f"missing key '{key}' ({what})")
+        return values
+
+    def array(self, name: KeyPath | str, value: object, section: Section) -> list[dict[str, Any]]:
+        path: KeyPath = (name,) if isinstance(name, str) else name
+        if not isinstance(value, list):
+            self.problem(path, f"expected [[{'.'.join(map(str, path))}]] entries, got {describe(value)}")
+            return []
+        found = [self.fields((*path, index), table, section) for index, table in enumerate(value)]
+        return [values for values in found if values is not None]
+
+    def links(self, value: object) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.problem(("links",), f"expected a table, got {describe(value)}")
+            return {}
+        found: dict[str, Any] = {}
+        for key, table in value.items():
+            if key == "default":
+                found[key] = self.fields(("links", key), table, schema.LINK) or {}
+            elif key in ("regions", "pairs"):
+                found[key] = self.array(("links", key), table, schema.LINK_RULE)
+            else:
+                self.problem(("links", key), "unknown key (known: default, regions, pairs)")
+        return found
+
+    def references(self, values: dict[str, Any], topology: Topology) -> None:
+        """Names of nodes the topology does not have (globs must match one at least)."""
+        nodes = topology.nodes
+        for key in ("publishers", "subscribers"):
+            for index, entry in enumerate(values[key]):
+                pattern = entry.get("nodes", "*")
+                if not any(fnmatchcase(name, pattern) for name in nodes):
+                    self.problem((key, index, "nodes"), f"no node of the topology matches {pattern!r}")
+        for index, failure in enumerate(values["failures"]):
+            for name in (*failure.get("link", ()), *([failure["node"]] if "node" in failure else [])):
+                if name not in nodes:
+                    self.problem(("failures", index), f"unknown node {name!r}")
+        for index, rule in enumerate(values["links"].get("pairs", [])):
+            for end in ("from", "to"):
+                if end in rule and rule[end] not in nodes:
+                    self.problem(("links", "pairs", index, end), f"unknown node {rule[end]!r}")
+
+    def topology(self, values: dict[str, Any]) -> Topology | None:
+        """The topology file read, or the generator run; None after saying why not."""
+        if ("file" in values) == ("generator" in values):
+            self.problem(("topology",), "give exactly one of 'file' or 'generator'")
+            return None
+        if "file" in values:
+            try:
+                return load_topology(self.doc.path.parent / values["file"])
+            except TopologyError as err:
+                for problem in err.problems:
+                    self.problem(("topology", "file"), problem)
+                return None
+        spec = GeneratorSpec(**{key.replace("-", "_"): value for key, value in values.items()})
+        try:
+            return generate(spec)
+        except ValueError as err:
+            self.problem(("topology",), str(err))
+            return None
+
+
+def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenario:
+    head = values["scenario"]
+    links = values["links"]
+
+    def rules(key: str) -> tuple[LinkRule, ...]:
+        return tuple(
+            LinkRule((rule["from"], rule["to"]), {k: v for k, v in rule.items() if k not in ("from", "to")})
+            for rule in links.get(key, [])
+        )
+
+    return Scenario(
+        name=head.get("name", doc.path.stem),
+        path=str(doc.path),
+        topology=topology,
+        duration=head["duration"],
+        step=head["step"],
+        seed=head.get("seed", 0),
+        link_default=LinkProps(**links.get("default", {})),
+        region_rules=rules("regions"),
+        pair_rules=rules("pairs"),
+        keys=KeySpace(**values.get("keys", {})),
+        publishers=tuple(Publishers(**entry) for entry in values["publishers"]),
+        subscribers=tuple(Subscribers(**entry) for entry in values["subscribers"]),
+        failures=tuple(
+            Failure(
+                entry["from"],
+                entry["to"],
+                link=entry.get("link"),
+                node=entry.get("node"),
+            )
+            for entry in values["failures"]
+        ),
+    )

@@ -1,0 +1,67 @@
+"""The SparkSession amq-sim runs on, and the check that Java is there before Spark is asked to
+start it (Spark's own failure is a wall of JVM output)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+#: Java versions this pyspark runs on.
+JAVA_VERSIONS = (17, 21)
+MISSING_JAVA = "Java 17 not found: install openjdk-17-jre-headless (or set JAVA_HOME)"
+
+
+class JavaMissing(RuntimeError):
+    """No usable Java for Spark."""
+
+
+def java_home() -> str:
+    """JAVA_HOME if set, else the Java 17 install found on this machine; JavaMissing if none."""
+    given = os.environ.get("JAVA_HOME")
+    candidates = [Path(given)] if given else []
+    candidates += sorted(Path("/usr/lib/jvm").glob("java-17-*")) + sorted(
+        Path("/usr/lib/jvm").glob("java-21-*")
+    )
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent.parent)
+    for home in candidates:
+        if _version(home / "bin" / "java") in JAVA_VERSIONS:
+            return str(home)
+    raise JavaMissing(MISSING_JAVA)
+
+
+def _version(java: Path) -> int | None:
+    if not java.exists():
+        return None
+    result = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30)
+    words = result.stderr.split('"')
+    if len(words) < 2:
+        return None
+    major = words[1].split(".")[0]
+    return int(major) if major.isdigit() else None
+
+
+def spark_session(master: str = "local[*]", partitions: int = 8, app: str = "amq-sim") -> SparkSession:
+    """A session on `master`; shuffles use `partitions` partitions (the tables are small next
+    to Spark's default of 200), the UI stays off and executors run this Python."""
+    os.environ.setdefault("JAVA_HOME", java_home())
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.default.parallelism", str(partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )

@@ -1,0 +1,89 @@
+"""Scenario files: the loader's conventions (every problem at once, `file:line: key.path:
+message`, unknown keys are errors) and what a good file turns into. No Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulations.scenario import KeySpace, ScenarioError, load_scenario, load_scenario_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "simulations").glob("*.toml"))
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario_text(text, str(ROOT / "simulations" / "bad.toml"))
+    return [line.split("simulations/", 1)[1] for line in caught.value.problems]
+
+
+def test_every_problem_is_reported_at_once_with_its_line() -> None:
+    found = problems(
+        """[scenario]
+duration = 10
+step = "1"
+colour = "red"
+
+[topology]
+generator = "hierarchy"
+hubs = 2
+edges = 1
+
+[keys]
+words = []
+
+[[publishers]]
+nodes = "nowhere-*"
+exchange = "sim.topic"
+rate = -1
+
+[[failures]]
+from = 5
+to = 1
+"""
+    )
+    assert found == [
+        "bad.toml:3: scenario.step: expected a number 0.001-1e+06, got '1'",
+        "bad.toml:4: scenario.colour: unknown key (known: name, seed, duration, step)",
+        "bad.toml:12: keys.words: expected an array of 1-8 word counts, each 1-10000, got an array",
+        "bad.toml:15: publishers[0].nodes: no node of the topology matches 'nowhere-*'",
+        "bad.toml:17: publishers[0].rate: expected a number 0-1e+09, got -1",
+        "bad.toml:19: failures[0]: give exactly one of 'link' or 'node'",
+    ]
+
+
+def test_a_generator_missing_sizes_and_a_topology_file_with_problems() -> None:
+    assert problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "mesh-of-hubs"\nradius = 1\n'
+    ) == ["bad.toml:4: topology: generator mesh-of-hubs: missing hubs, edges; does not take radius"]
+    found = problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\nfile = "../tests/spark/scenarios/nope.toml"\n'
+    )
+    assert (
+        len(found) == 1 and found[0].startswith("bad.toml:5: topology.file: ") and "cannot read" in found[0]
+    )
+
+
+def test_failures_name_nodes_of_the_topology() -> None:
+    found = problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 1\n'
+        '[[failures]]\nlink = ["root", "hub-009"]\nfrom = 0\nto = 1\n'
+    )
+    assert found == ["bad.toml:8: failures[0]: unknown node 'hub-009'"]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_every_shipped_scenario_loads(path: Path) -> None:
+    scenario = load_scenario(path)
+    assert scenario.topology.nodes and scenario.publishers and scenario.steps >= 1
+
+
+def test_defaults_and_steps() -> None:
+    scenario = load_scenario_text(
+        '[scenario]\nduration = 2.5\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 2\n',
+        str(ROOT / "simulations" / "x.toml"),
+    )
+    assert (scenario.name, scenario.steps, scenario.step_ms, scenario.keys) == ("x", 3, 1000, KeySpace())
+    assert sorted(scenario.topology.nodes) == ["edge-000-000", "edge-000-001", "hub-000", "root"]
