@@ -344,7 +344,8 @@ class ConnectionHandler:
         """A publish of this connection found no room (a full federation outbox, a full
         disk): read nothing more from it until the model unblocks it, telling a client that
         understands Connection.Blocked."""
-        LOGGER.info("%s: blocked: %s", self.peer, reason)
+        # Qpid's channel log codes for a publisher held and released (CHN-1005 / CHN-1006).
+        LOGGER.info("%s: CHN-1005 : Flow Control Enforced (%s)", self.peer, reason)
         self.wire.send_blocked(reason)
         self._wake()
         try:
@@ -354,7 +355,7 @@ class ConnectionHandler:
             self.pump.last_received = trio.current_time()
         self.wire.send_unblocked()
         self._wake()
-        LOGGER.info("%s: unblocked", self.peer)
+        LOGGER.info("%s: CHN-1006 : Flow Control Removed", self.peer)
 
     async def _process_events(self) -> None:
         """Handle the buffered events, stopping early if a publish blocked this connection

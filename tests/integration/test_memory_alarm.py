@@ -131,6 +131,9 @@ def test_a_node_under_an_address_space_limit_holds_a_publisher_without_consumer_
         assert sorted(drain_all(node, "mem", publisher)) == list(range(1, publisher.sent + 1))
         publisher.wait(lambda: not publisher.is_blocked, "Connection.Unblocked after the drain", node)
         assert "memory alarm cleared" in node.log()
+        log = node.log()
+        assert "CHN-1005 : Flow Control Enforced (low on memory: " in log
+        assert log.index("CHN-1006 : Flow Control Removed") > log.index("CHN-1005 : Flow Control Enforced")
     finally:
         publisher.close()
         node.stop()
