@@ -226,7 +226,7 @@ class Federation:
             durable=config.durable,
             transport=config.transport,
             heartbeat=config.heartbeat,
-            connect=self._connect,
+            connect=self._link_connect,
         )
         self._running().start_soon(link.run, name=f"link to {config.address}")
         return link
@@ -255,15 +255,22 @@ class Federation:
 
     @asynccontextmanager
     async def _connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
-        """The client's connect for links, refusing a peer that turns out to be this node, or
-        a node another link reaches under another address (nodes are known by their names:
-        localhost:5672 and 127.0.0.1:5672 are one node, with one link)."""
+        """The client's connect for links and peerings, refusing a peer that turns out to be
+        this node."""
         properties = {"connection_name": f"federation link from {self.node.name}"}
         async with self._client_connect(address, client_properties=properties, **options) as connection:
-            name = peer_name(connection)
-            if name == self.node.name:
+            if peer_name(connection) == self.node.name:
                 raise SelfLinkRefused("link to itself refused")
-            other = self._linked_as(node_name(connection), address)
+            yield connection
+
+    @asynccontextmanager
+    async def _link_connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
+        """`_connect` for links, refusing also a node another link reaches under another
+        address (nodes are known by their names: localhost:5672 and 127.0.0.1:5672 are one
+        node, with one link; a federation's peering is a link of its own, not counted)."""
+        async with self._connect(address, **options) as connection:
+            name = node_name(connection)
+            other = self._linked_as(name, address)
             if other is not None:
                 raise SelfLinkRefused(f"node '{name}' is linked already as {other}: one link per node")
             yield connection
