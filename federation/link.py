@@ -41,7 +41,7 @@ from federation.errors import (
     ConnectionLost,
 )
 from federation.ports import Connect, PeerConnection
-from gateway.names import DEFAULT_TRANSPORT, TRANSPORTS
+from gateway.names import DEFAULT_TRANSPORT, GATEWAY_PRODUCT, TRANSPORTS
 
 if TYPE_CHECKING:
     from federation.address import BrokerAddress
@@ -117,6 +117,15 @@ def peer_name(connection: PeerConnection) -> str | None:
     if isinstance(name, bytes):
         return name.decode("utf-8", "replace")
     return name if isinstance(name, str) else None
+
+
+def node_name(connection: PeerConnection) -> str | None:
+    """The peer's node name if it is an amq-gateway node, whose cluster_name is its own name
+    (a RabbitMQ cluster's nodes all send the cluster's: that names no one node)."""
+    product = connection.server_properties.get("product")
+    if isinstance(product, bytes):
+        product = product.decode("utf-8", "replace")
+    return peer_name(connection) if product == GATEWAY_PRODUCT else None
 
 
 def _describe(error: BaseException) -> str:
@@ -316,7 +325,7 @@ class Link:
         failure: BaseException | None = None
         try:
             async with self._connect(self.address, heartbeat=self.heartbeat) as connection:
-                self._peer_name = peer_name(connection)
+                self._peer_name = node_name(connection)
                 with trio.CancelScope() as self._session_scope:
                     await self._operate(connection)
         except* AuthenticationRefused as group:

@@ -32,7 +32,7 @@ from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
 from federation.health import combined
-from federation.link import Link, peer_name
+from federation.link import Link, node_name, peer_name
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, route_identity
@@ -49,8 +49,8 @@ DEFAULT_HEARTBEAT = 10
 
 
 class SelfLinkRefused(AuthenticationRefused):
-    """The peer is this node. An AuthenticationRefused because a link treats it the same way:
-    a permanent refusal, state Failed, no retry."""
+    """The peer is this node, or a node another link reaches already. An AuthenticationRefused
+    because a link treats it the same way: a permanent refusal, state Failed, no retry."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class Federation:
             durable=config.durable,
             transport=config.transport,
             heartbeat=config.heartbeat,
-            connect=self._connect,
+            connect=self._link_connect,
         )
         self._running().start_soon(link.run, name=f"link to {config.address}")
         return link
@@ -255,12 +255,35 @@ class Federation:
 
     @asynccontextmanager
     async def _connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
-        """The client's connect for links, refusing a peer that turns out to be this node."""
+        """The client's connect for links and peerings, refusing a peer that turns out to be
+        this node."""
         properties = {"connection_name": f"federation link from {self.node.name}"}
         async with self._client_connect(address, client_properties=properties, **options) as connection:
             if peer_name(connection) == self.node.name:
                 raise SelfLinkRefused("link to itself refused")
             yield connection
+
+    @asynccontextmanager
+    async def _link_connect(self, address: BrokerAddress, **options: Any) -> AsyncIterator[PeerConnection]:
+        """`_connect` for links, refusing also a node another link reaches under another
+        address (nodes are known by their names: localhost:5672 and 127.0.0.1:5672 are one
+        node, with one link; a federation's peering is a link of its own, not counted)."""
+        async with self._connect(address, **options) as connection:
+            name = node_name(connection)
+            other = self._linked_as(name, address)
+            if other is not None:
+                raise SelfLinkRefused(f"node '{name}' is linked already as {other}: one link per node")
+            yield connection
+
+    def _linked_as(self, name: str | None, address: BrokerAddress) -> BrokerAddress | None:
+        """The address of another link that reached the node called `name`, if any."""
+        if name is None:
+            return None
+        for peer in self._peers.values():
+            other = peer.config.address
+            if peer.link.snapshot()["node"] == name and str(other) != str(address):
+                return other
+        return None
 
     def _is_own_address(self, host: str, port: int) -> bool:
         """Whether host:port is one of the node's listen addresses: the same port, and the same

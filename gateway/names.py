@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from gateway.routing.matchers import EXCHANGE_TYPES as EXCHANGE_TYPES
 
+#: The product a node announces (server property): a peer sending it is a node, whose
+#: cluster_name is its own name.
+GATEWAY_PRODUCT = "amq-gateway"
 #: The vhost every node has from the start, and the one a request means when it names none.
 DEFAULT_VHOST = "/"
 #: IANA's AMQP port: where a node listens, and where an address without a port points.

@@ -38,6 +38,7 @@ from pamqp import base, commands
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
+from gateway.names import GATEWAY_PRODUCT
 from gateway.wire import frames
 from gateway.wire.content import Content
 from gateway.wire.errors import (
@@ -145,7 +146,7 @@ def server_properties(node_name: str | None = None) -> dict[str, Any]:
     )
 
     properties: dict[str, Any] = {
-        "product": "amq-gateway",
+        "product": GATEWAY_PRODUCT,
         "version": __version__,
         "platform": "Python/Trio",
     }

@@ -14,7 +14,7 @@ from pamqp import commands
 from federation.address import BrokerAddress
 from federation.client import connect
 from gateway.wire import Content
-from tests.integration.test_federation_routes import at, cli, publish, route
+from tests.integration.test_federation_routes import at, cli, manage, publish, route
 from tests.nodes import NodeProcess, free_port
 
 
@@ -190,3 +190,16 @@ async def test_a_queue_route_between_two_nodes_other_vhosts(
             await channel.consume("public", no_ack=True)
             delivery = await anext(aiter(channel.deliveries()))
             assert delivery.content.body == b"in prod"
+
+
+async def test_a_node_refuses_a_second_link_to_a_node_it_reaches_already(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    """Through management (as the planner sends it), where amq-route's check does not run."""
+    a, b = nodes("A"), nodes("B")
+    with trio.fail_after(40):
+        await route("link", "add", at(a), at(b))
+        await until_output("Operational", "link", "list", at(a))
+        await manage(a, "links.add", {"host": "localhost", "port": b.port})
+        listed = await until_output("Failed", "link", "list", at(a))
+        assert f"node 'B' is linked already as {at(b)}: one link per node" in listed

@@ -28,7 +28,7 @@ from federation.errors import (
     ConnectionClosedByPeer,
     ConnectionLost,
 )
-from federation.link import CLOSE_TIMEOUT, Backoff, Link, LinkState
+from federation.link import CLOSE_TIMEOUT, Backoff, Link, LinkState, node_name
 
 #: Far beyond any schedule here; in virtual time a deadlock reaches it at once and fails the test.
 GUARD = 100_000
@@ -74,8 +74,8 @@ class FakeConnection:
 
     def __init__(self, number: int) -> None:
         self.number = number
-        #: The peer calls itself "peer" (a node's name, server property cluster_name).
-        self.server_properties = {"cluster_name": "peer"}
+        #: The peer is the node "peer" (server properties product and cluster_name).
+        self.server_properties = {"product": "amq-gateway", "cluster_name": "peer"}
         self.closed_cleanly = False
         self._dropped = trio.Event()
         self._error: Exception = ConnectionLost("")
@@ -697,3 +697,9 @@ async def test_a_named_link_logs_under_its_name(
         "peering of exchange 'amq.data' to peer:5673: Connecting",
         "peering of exchange 'amq.data' to peer:5673: Operational",
     ]
+
+
+def test_only_a_gateway_node_is_named_by_its_cluster_name() -> None:
+    node, rabbit = FakeConnection(1), FakeConnection(2)
+    rabbit.server_properties = {"product": "RabbitMQ", "cluster_name": "rabbit@host-1"}
+    assert (node_name(node), node_name(rabbit)) == ("peer", None)
