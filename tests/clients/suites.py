@@ -20,6 +20,7 @@ from pathlib import Path
 PIKA = "1.4.4"
 AIO_PIKA = "10.2.1"
 AIORMQ = "7.2.4"
+PY_AMQP = "5.4.2"
 AMQPLIB = "v2.0.1"
 AMQP091_GO = "v1.14.0"
 
@@ -34,10 +35,16 @@ PYTHON_TEST_DEPS = [
     "aiomisc-pytest",
     "shortuuid",
     "timeout-decorator",
+    "vine",  # py-amqp's one dependency (its suite imports the sdist's own amqp/)
+    "pytest-rerunfailures",  # py-amqp marks its integration tests flaky(reruns=5)
     "tornado",
     "twisted",
     "gevent",
-    "uv_build",  # builds aio-pika's and aiormq's sdist metadata on download
+    # Build backends for the sdists' metadata on download (without build isolation): uv's for
+    # aio-pika and aiormq, setuptools' for py-amqp.
+    "uv_build",
+    "setuptools",
+    "wheel",
 ]
 
 #: aio-pika's test files that need what the node has not: TLS on 5671, and `rabbitmqctl
@@ -175,6 +182,26 @@ def aio_command(not_run: list[str]) -> Callable[[Path, Path], list[str]]:
     return command
 
 
+def py_amqp_command(work: Path, _: Path) -> list[str]:
+    """py-amqp (kombu's and so Celery's transport): unit and integration tests, without the
+    TLS parameters (no TLS listener; two of them also need a public host)."""
+    python = str(work / "venv" / "bin" / "python")
+    return [
+        python,
+        "-m",
+        "pytest",
+        "t",
+        "-q",
+        "-rfEs",
+        "--timeout",
+        "60",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        "not tls",
+    ]
+
+
 def amqplib_command(_: Path, __: Path) -> list[str]:
     return ["node", "--test", "--test-timeout=1000"]
 
@@ -255,6 +282,14 @@ SUITES = [
         AIORMQ,
         lambda work: sdist(work, "aiormq", AIORMQ),
         aio_command([]),
+        python_env,
+        count_pytest,
+    ),
+    Suite(
+        "py-amqp",
+        PY_AMQP,
+        lambda work: sdist(work, "amqp", PY_AMQP),
+        py_amqp_command,
         python_env,
         count_pytest,
     ),
