@@ -17,6 +17,7 @@ import trio
 
 from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
+from gateway.memoryalarm import one_heap
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
 from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
@@ -201,6 +202,7 @@ def serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     collector.install()
+    one_heap()
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
     federation = config.federation.with_credentials(users.credentials)
     federation.rules()  # every federation setting is checked before anything starts

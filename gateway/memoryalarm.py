@@ -103,19 +103,35 @@ def resident_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _find_malloc_trim() -> Callable[[int], int] | None:
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
-    trim: Callable[[int], int] | None = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    return trim
+    return ctypes.CDLL(name) if name else None
 
 
-_MALLOC_TRIM = _find_malloc_trim()
+_LIBC = _libc()
+_MALLOC_TRIM: Callable[[int], int] | None = getattr(_LIBC, "malloc_trim", None)
+_MALLOPT: Callable[[int, int], int] | None = getattr(_LIBC, "mallopt", None)
+#: glibc's mallopt parameter: how many heaps (arenas) the process's threads may have.
+_M_ARENA_MAX = -8
 
 
 def release_free_memory() -> None:
     """Hand freed heap pages back to the system (glibc's malloc_trim; elsewhere nothing)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def one_heap() -> None:
+    """Let every thread allocate from glibc's main heap (process-wide, for `serve`).
+
+    Each further heap glibc gives a thread reserves 64 MiB of address space and keeps freed
+    memory of its own. The node's threads (a password check's 16 MiB scrypt, the store's
+    writer) allocate little and seldom, so one heap costs them nothing measurable, and a node
+    under an address-space cap (`ulimit -v`, `prlimit --as`) keeps that cap for its messages:
+    128 MiB was 57 MiB for the node, 72 MiB for the thread of the first login's check, and the
+    next 1 MB message failed with MemoryError."""
+    if _MALLOPT is not None:
+        _MALLOPT(_M_ARENA_MAX, 1)
 
 
 class MemoryAlarm:
