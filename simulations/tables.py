@@ -60,11 +60,6 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 KEYS = {"links": 2, "nodes": 1, "queues": 2, "delays": 4}
 
 
-def schema(table: str) -> str:
-    """The table's columns as a Spark DDL string."""
-    return ", ".join(f"{name} {kind}" for name, kind in COLUMNS[table])
-
-
 def key_columns(table: str) -> list[str]:
     return [name for name, _ in COLUMNS[table][: KEYS[table]]]
 
