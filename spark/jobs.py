@@ -198,7 +198,11 @@ def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
     paths = routes.where((F.col("kind") == "deliver") & (F.size("path") > 0)).select("path").distinct()
     hops = paths.select("path", F.explode("path").alias("link"))
     per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
-    return hops.join(per_link, "link").groupBy("path", "step").agg(F.sum("link_ms").cast("bigint").alias("delay_ms"))
+    return (
+        hops.join(per_link, "link")
+        .groupBy("path", "step")
+        .agg(F.sum("link_ms").cast("bigint").alias("delay_ms"))
+    )
 
 
 def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
