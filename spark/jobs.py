@@ -206,8 +206,8 @@ def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
 
 
 def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
-    """One row per class, step and delivery path: the copies a queue gets (`n` = messages x
-    copies), whether they are lost (a transient link on the path was down) or delayed (a
+    """One row per class, step and delivery path (the path itself dropped once used): the
+    copies a queue gets (`n` = messages x copies), whether they are lost (a transient link on the path was down) or delayed (a
     durable one was), their hops and delay (latency plus queueing over the path's links)."""
     paths = routes.where(F.col("kind") == "deliver").select(*CLASS, "at", "queue", "path", "copies")
     rows = steps.join(paths, CLASS).join(path_delays(routes, traffic), ["path", "step"], "left")
@@ -216,7 +216,6 @@ def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures
         "step",
         "at",
         "queue",
-        "path",
         "copies",
         "messages",
         (F.col("messages") * F.col("copies")).alias("n"),
