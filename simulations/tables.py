@@ -99,8 +99,11 @@ def summary(out: Path) -> dict[str, Any]:
         value = pc.sum(table[column]).as_py()
         return int(value or 0)
 
+    # Ties go to the first link by name, so both engines' summaries name the same one.
     busiest = (
-        links.group_by("link").aggregate([("messages", "sum")]).sort_by([("messages_sum", "descending")])
+        links.group_by("link")
+        .aggregate([("messages", "sum")])
+        .sort_by([("messages_sum", "descending"), ("link", "ascending")])
     )
     return {
         "published": total(nodes, "published"),
