@@ -60,11 +60,6 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 KEYS = {"links": 2, "nodes": 1, "queues": 2, "delays": 4}
 
 
-def schema(table: str) -> str:
-    """The table's columns as a Spark DDL string."""
-    return ", ".join(f"{name} {kind}" for name, kind in COLUMNS[table])
-
-
 def key_columns(table: str) -> list[str]:
     return [name for name, _ in COLUMNS[table][: KEYS[table]]]
 
@@ -104,8 +99,11 @@ def summary(out: Path) -> dict[str, Any]:
         value = pc.sum(table[column]).as_py()
         return int(value or 0)
 
+    # Ties go to the first link by name, so both engines' summaries name the same one.
     busiest = (
-        links.group_by("link").aggregate([("messages", "sum")]).sort_by([("messages_sum", "descending")])
+        links.group_by("link")
+        .aggregate([("messages", "sum")])
+        .sort_by([("messages_sum", "descending"), ("link", "ascending")])
     )
     return {
         "published": total(nodes, "published"),

@@ -114,7 +114,10 @@ def step_counts(scenario: Scenario, publishers: Publishers) -> np.ndarray:
     else:
         factor = np.ones_like(seconds)
     expected = publishers.rate * factor * scenario.step_ms / 1000.0
-    return np.floor(expected + 0.5).astype(np.int64)
+    # Whole messages per step that add up to the expected total: a step sends what takes the
+    # running total to the next whole number (1.7 msg/step sends 1, 2, 2, 1, 2, ...).
+    running = np.floor(np.cumsum(expected) + 1e-9).astype(np.int64)
+    return np.diff(running, prepend=0)
 
 
 def events(scenario: Scenario, entry: int, node: str, probabilities: np.ndarray) -> dict[str, np.ndarray]:

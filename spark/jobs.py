@@ -192,32 +192,38 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
 # -- 4. outcomes --------------------------------------------------------------------------------
 
 
+def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
+    """Delay over each delivery path at each step: the latency plus queueing delay of its
+    links. Computed per distinct path, not per delivery: many classes share a path."""
+    paths = routes.where((F.col("kind") == "deliver") & (F.size("path") > 0)).select("path").distinct()
+    hops = paths.select("path", F.explode("path").alias("link"))
+    per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
+    return (
+        hops.join(per_link, "link")
+        .groupBy("path", "step")
+        .agg(F.sum("link_ms").cast("bigint").alias("delay_ms"))
+    )
+
+
 def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
-    """One row per class, step and delivery path: the copies a queue gets (`n` = messages x
-    copies), whether they are lost (a transient link on the path was down) or delayed (a
+    """One row per class, step and delivery path (the path itself dropped once used): the
+    copies a queue gets (`n` = messages x copies), whether they are lost (a transient link on the path was down) or delayed (a
     durable one was), their hops and delay (latency plus queueing over the path's links)."""
     paths = routes.where(F.col("kind") == "deliver").select(*CLASS, "at", "queue", "path", "copies")
-    rows = steps.join(paths, CLASS).select(
+    rows = steps.join(paths, CLASS).join(path_delays(routes, traffic), ["path", "step"], "left")
+    return rows.select(
         *CLASS,
         "step",
         "at",
         "queue",
-        "path",
         "copies",
         "messages",
         (F.col("messages") * F.col("copies")).alias("n"),
         F.size("path").cast("bigint").alias("hops"),
         failures.blocked(F.col("path"), F.col("step")).alias("lost"),
         failures.through_down(F.col("path"), F.col("step")).alias("through_down"),
+        F.coalesce(F.col("delay_ms"), F.lit(0)).cast("bigint").alias("delay_ms"),
     )
-    per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
-    hops = rows.select(*CLASS, "step", "at", "queue", "path", F.explode_outer("path").alias("link"))
-    delay = (
-        hops.join(per_link, ["link", "step"], "left")
-        .groupBy(*CLASS, "step", "at", "queue", "path")
-        .agg(F.coalesce(F.sum("link_ms"), F.lit(0)).cast("bigint").alias("delay_ms"))
-    )
-    return rows.join(delay, [*CLASS, "step", "at", "queue", "path"])
 
 
 def queue_table(delivered: DataFrame) -> DataFrame:

@@ -38,6 +38,7 @@ class Poller:
 
     def _run(self) -> None:
         tracker = self.context.statusTracker()
+        last = -1.0
         while not self._stop.wait(EVERY):
             done = total = 0
             for stage_id in tracker.getActiveStageIds():
@@ -45,5 +46,7 @@ class Poller:
                 if info is not None:
                     done += info.numCompletedTasks
                     total += info.numTasks
-            if total:
-                self.report(self.stage, self.low + (self.high - self.low) * done / total)
+            fraction = self.low + (self.high - self.low) * done / total if total else -1.0
+            if total and fraction != last:  # only news: a stage that has not moved says nothing
+                last = fraction
+                self.report(self.stage, fraction)

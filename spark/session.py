@@ -59,7 +59,7 @@ def spark_session(master: str = "local[*]", partitions: int = 8, app: str = "amq
         .config("spark.default.parallelism", str(partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", "4g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
