@@ -13,12 +13,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
+from gateway.tomlfile import ConfigError, KeyPath, TomlFile, describe, parse_toml, read_toml
 from simulations import schema
 from simulations.generators import GeneratorSpec, generate
 from topology.loader import TopologyError, load_topology
 from topology.model import Topology
-from topology.schema import Section
+from topology.schema import Section, SectionReader
 
 
 class ScenarioError(Exception):
@@ -157,30 +157,16 @@ def _load(doc: TomlFile) -> Scenario:
     return _build(doc, values, topology)
 
 
-class _Reader:
+class _Reader(SectionReader):
     """Collects every problem; nothing stops the walk."""
-
-    def __init__(self, doc: TomlFile) -> None:
-        self.doc = doc
-        self.problems: list[tuple[int, str]] = []
-
-    def problem(self, path: KeyPath, message: str) -> None:
-        lines = self.doc.lines
-        line = next((lines[path[:end]] for end in range(len(path), 0, -1) if path[:end] in lines), 0)
-        self.problems.append((line, f"{self.doc.where(path)}: {message}"))
-
-    def sorted_problems(self) -> list[str]:
-        return [message for _, message in sorted(self.problems, key=lambda problem: problem[0])]
 
     def read(self) -> dict[str, Any]:
         data = self.doc.data
-        for key in data:
-            if key not in schema.TOP_LEVEL:
-                self.problem((key,), f"unknown key (known: {', '.join(schema.TOP_LEVEL)})")
+        self.top_level(schema.TOP_LEVEL)
         values: dict[str, Any] = {}
         for key, section in schema.TABLES.items():
             if key in data or key == "scenario":
-                values[key] = self.fields((key,), data.get(key, {}), section) or {}
+                values[key] = self.section_values((key,), data.get(key, {}), section) or {}
         values["links"] = self.links(data.get("links", {}))
         for key, section in schema.ARRAYS.items():
             values[key] = self.array(key, data.get(key, []), section)
@@ -191,31 +177,12 @@ class _Reader:
                 self.problem(("failures", index, "to"), "must not be before 'from'")
         return values
 
-    def fields(self, path: KeyPath, table: object, section: Section) -> dict[str, Any] | None:
-        if not isinstance(table, dict):
-            self.problem(path, f"expected a table, got {describe(table)}")
-            return None
-        values = {}
-        for key, value in table.items():
-            check = section.keys.get(key)
-            if check is None:
-                self.problem((*path, key), f"unknown key (known: {', '.join(section.keys)})")
-                continue
-            try:
-                values[key] = check(value)
-            except Invalid as err:
-                self.problem((*path, key), str(err))
-        for key, what in section.required.items():
-            if key not in table:
-                self.problem(path, f"missing key '{key}' ({what})")
-        return values
-
     def array(self, name: KeyPath | str, value: object, section: Section) -> list[dict[str, Any]]:
         path: KeyPath = (name,) if isinstance(name, str) else name
         if not isinstance(value, list):
             self.problem(path, f"expected [[{'.'.join(map(str, path))}]] entries, got {describe(value)}")
             return []
-        found = [self.fields((*path, index), table, section) for index, table in enumerate(value)]
+        found = [self.section_values((*path, index), table, section) for index, table in enumerate(value)]
         return [values for values in found if values is not None]
 
     def links(self, value: object) -> dict[str, Any]:
@@ -225,7 +192,7 @@ class _Reader:
         found: dict[str, Any] = {}
         for key, table in value.items():
             if key == "default":
-                found[key] = self.fields(("links", key), table, schema.LINK) or {}
+                found[key] = self.section_values(("links", key), table, schema.LINK) or {}
             elif key in ("regions", "pairs"):
                 found[key] = self.array(("links", key), table, schema.LINK_RULE)
             else:

@@ -94,27 +94,15 @@ class _Content:
     entries: dict[str, list[tuple[KeyPath, dict[str, Any]]]]
 
 
-class _Reader:
+class _Reader(schema.SectionReader):
     def __init__(self, doc: TomlFile) -> None:
-        self.doc = doc
-        self.problems: list[tuple[int, str]] = []
+        super().__init__(doc)
         #: Every [credentials.<name>] declared, usable or not (one error per mistake).
         self.credential_names: list[str] = []
 
-    def problem(self, path: KeyPath, message: str) -> None:
-        line = next(
-            (self.doc.lines[path[:end]] for end in range(len(path), 0, -1) if path[:end] in self.doc.lines), 0
-        )
-        self.problems.append((line, f"{self.doc.where(path)}: {message}"))
-
-    def sorted_problems(self) -> list[str]:
-        return [message for _, message in sorted(self.problems, key=lambda problem: problem[0])]
-
     def read(self) -> _Content:
         data = self.doc.data
-        for key in data:
-            if key not in schema.TOP_LEVEL:
-                self.problem((key,), f"unknown key (known: {', '.join(schema.TOP_LEVEL)})")
+        self.top_level(schema.TOP_LEVEL)
         topology = self.fields(("topology",), data.get("topology", {}), schema.TOPOLOGY)
         credentials = self.credentials(data.get("credentials", {}))
         defaults = self.defaults(data.get("defaults", {}))
@@ -129,23 +117,7 @@ class _Reader:
         self, path: KeyPath, table: object, section: Section, inherited: _Inherited = _NOTHING
     ) -> dict[str, Any] | None:
         """The table's values over the inherited ones; None if it is not a table at all."""
-        if not isinstance(table, dict):
-            self.problem(path, f"expected a table, got {describe(table)}")
-            return None
-        values = dict(inherited.values)
-        for key, value in table.items():
-            check = section.keys.get(key)
-            if check is None:
-                self.problem((*path, key), f"unknown key (known: {', '.join(section.keys)})")
-                continue
-            try:
-                values[key] = check(value)
-            except Invalid as err:
-                self.problem((*path, key), str(err))
-        for key, what in section.required.items():
-            if key not in table and key not in inherited.present:
-                self.problem(path, f"missing key '{key}' ({what})")
-        return values
+        return self.section_values(path, table, section, inherited.values, inherited.present)
 
     def tables(self, key: str, value: object) -> dict[str, Any]:
         """A table of named tables (`[nodes.<name>]`, ...), or {} after saying it is not."""

@@ -8,13 +8,13 @@ mismatch into one error line.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.names import EXCHANGE_TYPES, TRANSPORTS
 from gateway.routing.federation_types import ALIASES, TYPES
-from gateway.tomlfile import Check, Invalid, boolean, integer, one_of, text
+from gateway.tomlfile import Check, Invalid, KeyPath, TomlFile, boolean, describe, integer, one_of, text
 from topology.model import ROUTE_KINDS
 
 #: Node names: they name `./var/<node>`, so no "/" and no leading dot.
@@ -86,6 +86,58 @@ class Section:
     keys: Mapping[str, Check]
     required: Mapping[str, str] = field(default_factory=dict)
     defaults: tuple[str, ...] = ()
+
+
+class SectionReader:
+    """Reads a TOML document's tables against Sections, collecting every problem with the line
+    it is on, so that a file's mistakes are all reported at once (topology and scenario files)."""
+
+    def __init__(self, doc: TomlFile) -> None:
+        self.doc = doc
+        self.problems: list[tuple[int, str]] = []
+
+    def problem(self, path: KeyPath, message: str) -> None:
+        lines = self.doc.lines
+        line = next((lines[path[:end]] for end in range(len(path), 0, -1) if path[:end] in lines), 0)
+        self.problems.append((line, f"{self.doc.where(path)}: {message}"))
+
+    def sorted_problems(self) -> list[str]:
+        return [message for _, message in sorted(self.problems, key=lambda problem: problem[0])]
+
+    def top_level(self, known: Iterable[str]) -> None:
+        """A problem for every top-level key not in `known`."""
+        names = list(known)
+        for key in self.doc.data:
+            if key not in names:
+                self.problem((key,), f"unknown key (known: {', '.join(names)})")
+
+    def section_values(
+        self,
+        path: KeyPath,
+        table: object,
+        section: Section,
+        base: Mapping[str, Any] | None = None,
+        present: Collection[str] = (),
+    ) -> dict[str, Any] | None:
+        """The table's checked values over `base` (inherited ones; `present`: the keys they
+        give); None if it is not a table at all."""
+        if not isinstance(table, dict):
+            self.problem(path, f"expected a table, got {describe(table)}")
+            return None
+        values = dict(base or {})
+        for key, value in table.items():
+            check = section.keys.get(key)
+            if check is None:
+                self.problem((*path, key), f"unknown key (known: {', '.join(section.keys)})")
+                continue
+            try:
+                values[key] = check(value)
+            except Invalid as err:
+                self.problem((*path, key), str(err))
+        for key, what in section.required.items():
+            if key not in table and key not in present:
+                self.problem(path, f"missing key '{key}' ({what})")
+        return values
 
 
 TOPOLOGY = Section({"name": text("a topology name (a non-empty string)")})
