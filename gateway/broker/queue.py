@@ -44,8 +44,6 @@ class Queue:
         "deleted",
         "watched",
         "limited",
-        "flow_to_disk_count",
-        "flow_to_disk_bytes",
         "dropped",
         "stuck",
         "waiting",
@@ -85,9 +83,6 @@ class Queue:
         #: Queues with TTLs or x-expires are visited by Broker.tick.
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
-        #: A flow_to_disk queue's limits: where its bodies start to leave memory, if lower.
-        self.flow_to_disk_count = options.flow_to_disk_count
-        self.flow_to_disk_bytes = options.flow_to_disk_bytes
         #: Messages drop-head overflow has dropped since the queue was created (not stored).
         self.dropped = 0
         #: The head the last dispatch could hand to no consumer (see `publish`), else None.
@@ -182,9 +177,10 @@ class Queue:
         bytes of ready bodies (the broker's), or over a flow_to_disk queue's limits."""
         if self.ready_bytes > budget:
             return True
-        if self.flow_to_disk_bytes is not None and self.ready_bytes > self.flow_to_disk_bytes:
+        options = self.options
+        if options.flow_to_disk_bytes is not None and self.ready_bytes > options.flow_to_disk_bytes:
             return True
-        return self.flow_to_disk_count is not None and len(self.ready) > self.flow_to_disk_count
+        return options.flow_to_disk_count is not None and len(self.ready) > options.flow_to_disk_count
 
     def paged_bytes(self) -> int:
         """Bytes of ready bodies not in memory (in the store or the spill file): a walk over

@@ -79,11 +79,11 @@ class VHost:
             return 1, queue, False
         queues = route(exchange, message, extra_keys)
         refused: Queue | None = None
-        stored = False
-        everywhere_stored = True
-        over_budget = True
+        accepted = stored = False
+        everywhere_stored = over_budget = True
         for queue in queues:
             if queue.publish(message):
+                accepted = True
                 if message.persistent and queue.store is not None:
                     stored = True
                 else:
@@ -91,7 +91,7 @@ class VHost:
                 over_budget = over_budget and queue.over_memory_budget(budget)
             else:
                 refused = queue
-        if over_budget and (stored or not everywhere_stored):  # some queue took it, all over
+        if accepted and over_budget:
             broker.page_out(message, everywhere_stored)
         if message.persistent and not stored and exchange.federation is not None:
             # Federation may store copies of its own (dynamic routing's durable bridge queues,

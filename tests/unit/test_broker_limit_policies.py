@@ -79,7 +79,11 @@ def test_durable_queues_default_to_flow_to_disk_which_limits_memory_not_the_queu
     assert [m.delivery_tag for m in confirms] == list(range(1, 9))  # none refused
     assert depth(client, "q") == 8
     queue = client.broker.vhosts["/"].queues["q"]
-    assert (queue.limited, queue.flow_to_disk_count, queue.flow_to_disk_bytes) == (False, 5, None)
+    assert (queue.limited, queue.options.flow_to_disk_count, queue.options.flow_to_disk_bytes) == (
+        False,
+        5,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
