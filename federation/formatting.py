@@ -367,7 +367,8 @@ def summary(exchanges: Sequence[Record], queues: Sequence[Record]) -> list[str]:
 
 
 def node_status(info: Record) -> list[str]:
-    """`node`: the node's name, connections and resource alarms (management's node.info)."""
+    """`node`: the node's name, connections, resource alarms, and the message bodies it keeps
+    in its spill file (management's node.info)."""
     lines = [
         f"Node:        {info['name']}",
         f"Connections: {info['connections']} ({info.get('blocked_connections', 0)} blocked)",
@@ -383,6 +384,11 @@ def node_status(info: Record) -> list[str]:
         lines.append(
             f"Disk:        {_size(disk['free'])} free, limit {_size(disk['free_limit'])},"
             f" alarm {'ON: publishers of persistent messages held' if disk['alarm'] else 'off'}"
+        )
+    spill = info.get("spill")
+    if spill is not None:
+        lines.append(
+            f"Spill:       {spill['bodies']} bodies, {_size(spill['bytes'])} (emptied at every start)"
         )
     return lines
 

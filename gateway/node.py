@@ -137,10 +137,12 @@ class Node:
         self._handler_nursery: trio.Nursery | None = None
 
     def _resources(self) -> dict[str, Any]:
-        """The memory and disk readings and alarms, for management's node.info."""
+        """The memory and disk readings and alarms, and the spill file's bodies, for
+        management's node.info."""
         memory = self.memory_alarm
         resources: dict[str, Any] = {
-            "memory": {"used": memory.used, "high_watermark": memory.watermark, "alarm": memory.on}
+            "memory": {"used": memory.used, "high_watermark": memory.watermark, "alarm": memory.on},
+            "spill": {"bodies": self.spill.count, "bytes": self.spill.bytes},
         }
         if self.disk_alarm is not None:
             disk = self.disk_alarm

@@ -17,7 +17,7 @@ import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
 from tests.integration.test_disk_full import queues_listed
-from tests.integration.test_memory_alarm import resident
+from tests.integration.test_memory_alarm import amq_config, resident
 from tests.nodes import NodeProcess, start_node
 
 MiB = 2**20
@@ -108,6 +108,8 @@ def test_transient_messages_three_times_the_memory_cap_pile_up_on_disk(
         messages, total, on_disk = (int(field) for field in listing.split()[4:7])
         assert (messages, total) == (STORED, STORED * MiB)
         assert on_disk >= total - 20 * MiB, listing  # all but the queue's memory budget
+        spill = next(line for line in amq_config(node, "node").splitlines() if line.startswith("Spill:"))
+        assert int(spill.split()[1]) >= STORED - 20, spill  # the same bodies, counted by the file
         assert numbers_consumed(channel, "transient", node) == list(range(STORED))
         connection.close()
         assert peak_resident(node) < CAP

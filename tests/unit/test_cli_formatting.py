@@ -410,15 +410,17 @@ def test_node_status_shows_connections_and_alarms() -> None:
         "blocked_connections": 1,
         "memory": {"used": 52 * 2**20 + 2**19, "high_watermark": 160 * 2**20, "alarm": True},
         "disk": {"free": 12 * 2**30, "free_limit": 50_000_000, "alarm": False},
+        "spill": {"bodies": 40, "bytes": 40 * 2**20},
     }
     assert formatting.node_status(info) == [
         "Node:        edge-1",
         "Connections: 4 (1 blocked)",
         "Memory:      52.5 MiB used, high watermark 160.0 MiB, alarm ON: publishers held",
         "Disk:        12.0 GiB free, limit 47.7 MiB, alarm off",
+        "Spill:       40 bodies, 40.0 MiB (emptied at every start)",
     ]
-    # A node without a store has no disk alarm.
-    del info["disk"]
+    # A node without a store has no disk alarm (nor an older node a spill file).
+    del info["disk"], info["spill"]
     assert formatting.node_status(info)[-1].startswith("Memory:")
 
 
