@@ -47,8 +47,8 @@ class BodyReader(Protocol):
 class BodySpill(BodyReader, Protocol):
     """Where bodies the store does not keep go when they leave memory (gateway.store.spill)."""
 
-    def put(self, message_id: int, body: bytes) -> None:
-        """Keep a body until `forget`; readable at once."""
+    def put(self, message_id: int, body: bytes) -> bool:
+        """Keep a body until `forget`, readable at once; False if it could not be written."""
         ...
 
     def forget(self, message_id: int, size: int) -> None:
@@ -132,7 +132,8 @@ def page_out(message: Message, reader: BodyReader) -> None:
 
 
 def spill_out(message: Message, spill: BodySpill) -> None:
-    """Move a message's body to the spill file, keeping only its properties in memory."""
+    """Move a message's body to the spill file, keeping only its properties in memory (the
+    body stays if the file cannot take it)."""
     content = message.content
-    spill.put(message.id, content.body)
-    message.content = SpilledContent(content.header, message.id, message.size, spill)
+    if spill.put(message.id, content.body):
+        message.content = SpilledContent(content.header, message.id, message.size, spill)

@@ -10,11 +10,14 @@ statement, because they are reported while objects are being freed.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+LOGGER = logging.getLogger(__name__)
 
 SPILL_FILE = "spill.sqlite"
 #: Deletions gathered before they are run in one statement.
@@ -48,6 +51,8 @@ class SpillFile:
             """
         )
         self._forgotten: list[int] = []
+        #: The last write failed (logged once until a write succeeds again).
+        self._failing = False
         #: Bodies put and not yet forgotten, and their bytes.
         self.count = 0
         self.bytes = 0
@@ -61,11 +66,25 @@ class SpillFile:
         os.close(handle)
         return cls(Path(name), unlink=True)
 
-    def put(self, message_id: int, body: bytes) -> None:
-        self._forget_now()
-        self._db.execute("INSERT INTO bodies (id, body) VALUES (?, ?)", (message_id, body))
+    def put(self, message_id: int, body: bytes) -> bool:
+        """Keep a body; False if it could not be written (a full disk): it then stays in
+        memory, and the node goes on (the memory alarm still bounds it)."""
+        try:
+            self._forget_now()
+            self._db.execute("INSERT INTO bodies (id, body) VALUES (?, ?)", (message_id, body))
+        except sqlite3.Error as exc:
+            if not self._failing:
+                LOGGER.warning(
+                    "cannot write to the spill file %s (%s): message bodies stay in memory", self.path, exc
+                )
+                self._failing = True
+            return False
+        if self._failing:
+            LOGGER.info("the spill file %s takes message bodies again", self.path)
+            self._failing = False
         self.count += 1
         self.bytes += len(body)
+        return True
 
     def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         self._forget_now()

@@ -114,3 +114,18 @@ async def test_persistent_messages_on_durable_queues_page_to_the_store_not_the_s
         consumer = Client(broker)
         consumer.consume("durable", "c", no_ack=True)
         assert consumer.bodies() == [b"stored", b"shared"]
+
+
+def test_a_body_the_spill_file_cannot_take_stays_in_memory(tmp_path: Path) -> None:
+    """A full disk (here: a file that cannot be written any more) must not cost the publish."""
+    broker = Broker()
+    broker.spill = spill = SpillFile.open(tmp_path)
+    broker.queue_memory_budget = 0
+    spill._db.close()
+    client = Client(broker)
+    client.declare("q")
+    client.publish("", "q", b"kept")
+    assert spilled(broker, "q") == [False] and spill.count == 0
+    consumer = Client(broker)
+    consumer.consume("q", "c", no_ack=True)
+    assert consumer.bodies() == [b"kept"]
