@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from gateway.wire.content import Content
 
@@ -98,14 +98,14 @@ class PagedContent(Content):
 class SpilledContent(PagedContent):
     """A body in the spill file, freed there when the last reference to it goes."""
 
-    __slots__ = ("_spill",)
+    __slots__ = ()
 
     def __init__(self, header: bytes, message_id: int, size: int, spill: BodySpill) -> None:
+        """Only a spill file as the reader: __del__ tells it to forget the body."""
         super().__init__(header, message_id, size, spill)
-        self._spill = spill
 
     def __del__(self) -> None:
-        self._spill.forget(self.message_id, self.stored_size)
+        cast(BodySpill, self._reader).forget(self.message_id, self.stored_size)
 
 
 def page_in(contents: Iterable[Content]) -> None:
