@@ -163,6 +163,7 @@ class Node:
                 self._handler_nursery = nursery
                 if self.store is not None:
                     nursery.start_soon(self._commit_loop)
+                    nursery.start_soon(self.store.run_checkpoints)
                 if self.disk_alarm is not None:
                     nursery.start_soon(self.disk_alarm.run)
                 nursery.start_soon(self.memory_alarm.run)

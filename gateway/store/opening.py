@@ -25,6 +25,14 @@ from .errors import StoreError, StoreLocked
 SCHEMA_VERSION = 4
 DB_FILE = "store.db"
 LOCK_FILE = "LOCK"
+#: A WAL that a burst of large messages grew is cut back to this size once it restarts.
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+#: WAL pages after which the committer's own connection checkpoints at the end of a COMMIT
+#: (SQLite's automatic checkpoint). The store's checkpointer copies pages beside the commits
+#: long before that, so this checkpoint has only the last few to copy; it lets the WAL
+#: restart from its beginning, which SQLite does only once every page in it has been copied
+#: when a write begins, and a checkpoint run beside a busy committer rarely sees that.
+WAL_AUTOCHECKPOINT_PAGES = 4000
 
 # A queue's entries in enqueue order: deleting a queue, loading in order.
 _QUEUE_INDEX = "CREATE INDEX queue_messages_by_queue ON queue_messages (vhost, queue, seq)"
@@ -142,6 +150,14 @@ def connect(path: Path) -> tuple[sqlite3.Connection, int]:
     return db, seq
 
 
+def connect_checkpointer(path: Path) -> sqlite3.Connection:
+    """A second connection to the database, for the checkpoints run beside the commits."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA synchronous = FULL")  # the checkpoint then fsyncs what it copied
+    db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    return db
+
+
 def migrate(db: sqlite3.Connection, path: Path) -> bool:
     """Check the schema version, set durability pragmas, create or upgrade the schema; True if
     created."""
@@ -161,7 +177,8 @@ def migrate(db: sqlite3.Connection, path: Path) -> bool:
     # which doubles the writes of an ack and uses as much disk as it frees. FAST zeroes only
     # what costs no extra I/O; the files are private to the node (0600) anyway.
     db.execute("PRAGMA secure_delete = FAST")
-    db.execute(f"PRAGMA journal_size_limit = {64 * 1024 * 1024}")
+    db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    db.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
     if version == SCHEMA_VERSION:
         return False
     db.execute("BEGIN")

@@ -1,0 +1,100 @@
+"""gateway.store's checkpoints run beside the commits (issue 11, point 3): committed pages reach
+the database file without waiting for a commit to copy them, the WAL still restarts from its
+beginning under a steady stream of commits, and a failing checkpoint is logged and retried."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from gateway.store import Store, opening
+from gateway.wire.content import Content
+
+BODY = b"x" * 16_000  # about four pages
+
+
+def add_large(store: Store, message_id: int) -> None:
+    content = Content.from_properties(None, BODY)
+    store.add_message("/", "q", message_id, "", "q", content, 1.0)
+
+
+def wal(store: Store) -> Path:
+    return store.path.with_name(store.path.name + "-wal")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "data") as opened:
+        yield opened
+
+
+async def wait_for(condition: Callable[[], bool]) -> None:
+    with trio.fail_after(20):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+async def test_committed_pages_reach_the_database_file_beside_the_commits(store: Store) -> None:
+    """A few dozen pages, far under the committer's own automatic checkpoint: before the
+    checkpointer, they stayed in the WAL."""
+    empty = store.path.stat().st_size
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.run_checkpoints)
+        for message_id in range(1, 21):
+            add_large(store, message_id)
+            await store.commit()
+        await wait_for(lambda: store.path.stat().st_size > empty + 20 * len(BODY))
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_wal_restarts_under_a_steady_stream_of_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten times the automatic checkpoint's threshold, written one small commit after another
+    while the checkpointer copies pages beside them: the WAL stays near that threshold."""
+    threshold = 100
+    monkeypatch.setattr(opening, "WAL_AUTOCHECKPOINT_PAGES", threshold)
+    with Store.open(tmp_path / "data") as store:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.run_checkpoints)
+            for message_id in range(1, 10 * threshold // 4 + 1):
+                add_large(store, message_id)
+                await store.commit()
+            nursery.cancel_scope.cancel()
+        written = 10 * threshold * store._page_size
+        assert wal(store).stat().st_size < written / 3
+
+
+async def test_a_failing_checkpoint_is_logged_once_and_retried(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = store._checkpoint
+    failures = 3
+
+    def flaky() -> None:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        real()
+
+    monkeypatch.setattr(store, "_checkpoint", flaky)
+    caplog.set_level(logging.INFO, logger="gateway.store.database")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.run_checkpoints)
+        message_id = 0
+        while not any("succeed again" in record.message for record in caplog.records):
+            message_id += 1
+            add_large(store, message_id)
+            await store.commit()
+            await trio.sleep(store.CHECKPOINT_INTERVAL)
+            assert message_id < 100, "the checkpoint was never retried"
+        nursery.cancel_scope.cancel()
+    warnings = [record.message for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "database or disk is full" in warnings[0]
+    assert failures == 0
