@@ -35,6 +35,12 @@ class NodeView:
     federations: list[formatting.Record]
     name: str | None = None
 
+    def route_node(self, route: formatting.Record) -> str | None:
+        """The name the far end of one of this node's routes gave when the route's link last
+        reached it (None: never reached). A route record names its far end by address only."""
+        peer = formatting.route_peer(route)
+        return next((link.get("node") for link in self.links if link_endpoint(link) == peer), None)
+
     def peers(self) -> list[tuple[BrokerAddress, str | None]]:
         """The nodes to visit from this one: its links' far ends, then its federations'
         parents, each with the name it gave when last reached (None: never reached)."""

@@ -27,6 +27,14 @@ from topology.model import Binding, Credentials, Exchange, Federation, Link, Nod
 from topology.plan import diff
 
 A, B = "127.0.0.1:5701", "127.0.0.1:5702"
+#: The names the nodes report, as `amq-gateway up` starts them; any other address is a node
+#: outside the file.
+NAMES = {A: "a", B: "b"}
+
+
+def name_at(endpoint: str) -> str:
+    """The name the node at `endpoint` reports."""
+    return NAMES.get(endpoint, f"node-at-{endpoint}")
 
 
 def topology(**changes: Any) -> Topology:
@@ -107,6 +115,7 @@ def binding(exchange: str, queue: str, key: str, **arguments: Any) -> dict[str, 
 
 
 def link(endpoint: str, durable: bool = True, state: str = "Operational") -> dict[str, Any]:
+    """A link that reached its peer (it records the peer's name)."""
     host, _, port = endpoint.rpartition(":")
     return {
         "host": host,
@@ -115,6 +124,7 @@ def link(endpoint: str, durable: bool = True, state: str = "Operational") -> dic
         "durable": durable,
         "state": state,
         "last_error": "",
+        "node": name_at(endpoint),
         "connected_since": 0,
         "reconnects": 0,
     }
@@ -156,6 +166,7 @@ def federation(exchange: str, parent: str, kind: str, **fields: Any) -> dict[str
         "source": "runtime",
         "state": "Operational",
         "last_error": "",
+        "parent_node": name_at(parent),
         "outbox": {"messages": 0, "limit": 100000, "policy": "block", "dropped": 0},
         "forwarded": 0,
         "received": 0,
@@ -180,6 +191,7 @@ def empty() -> LiveNode:
 def applied() -> dict[str, LiveNode]:
     """What the nodes hold once `topology()` is applied, with what federation made itself."""
     a = LiveNode(
+        name="a",
         exchanges=[*built_in(), exchange("fed.topic", "topic"), exchange("events", "fanout")],
         queues=[
             queue("federation.b.events"),
@@ -192,6 +204,7 @@ def applied() -> dict[str, LiveNode]:
         ],
     )
     b = LiveNode(
+        name="b",
         exchanges=[*built_in(), exchange("fed.topic", "topic"), exchange("events", "fanout")],
         queues=[queue("orders"), queue("federation.outbox.events"), queue("federation.a.amq.topic.global.#")],
         bindings=[
