@@ -100,6 +100,12 @@ class MapWalk:
             self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
         return self.probes[-1]
 
+    def found_as(self, address: BrokerAddress) -> str | None:
+        """The name the node at `address` (one of `pending()`'s) gave to the node that found
+        it, where known: which node it is."""
+        here = endpoint(address)
+        return next((name for name, first in self._names.items() if first == here), None)
+
     def failed(self, address: BrokerAddress, failure: str) -> str:
         """`address` could not be read (`failure` says why): its probe line; it is left out."""
         self.probes.append(formatting.map_probe(endpoint(address), failure))

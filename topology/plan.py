@@ -384,10 +384,16 @@ class _NodeDiff:
 
     def routes(self) -> None:
         live: dict[RouteIdentity, tuple[FarEnd, formatting.Record]] = {}
+        kept = {str(far.address) for far, _ in self.linked.values()}
         for record in self.live.routes:
             far = self.far(self.ends.route(self.live.view, record))
-            if far.node is not None:  # else not the topology's
-                live[route_identity(far.node.name, record)] = (far, record)
+            if far.node is None:  # not the topology's
+                continue
+            identity = route_identity(far.node.name, record)
+            # A node linked twice (under two addresses) may hold a route twice: the one on
+            # the link the plan keeps is the one compared.
+            if identity not in live or str(far.address) in kept:
+                live[identity] = (far, record)
         wanted: set[RouteIdentity] = set()
         for route in self.topology.routes:
             if route.holder != self.node.name:

@@ -177,18 +177,19 @@ def offline_map(topology: Topology, start: str | None = None) -> list[str]:
 
 def walk_map(topology: Topology, views: Mapping[str, NodeView | str], start: str | None = None) -> list[str]:
     """`route map`'s text over views of the file's nodes by name (a str: why that node could
-    not be read), walked from `start` as the live command walks; a peer that is not a node of
-    the file is reported as such."""
+    not be read), walked from `start` as the live command walks; a peer is the file's node by
+    the name it gave (topology.far_ends), and one that is no node of the file is reported as
+    such."""
     first = start_node(topology, start)
-    by_endpoint: dict[str, str] = {}
-    for node in topology.nodes.values():
-        by_endpoint.setdefault(node.endpoint, node.name)
     first_view = views[first.name]
     if isinstance(first_view, str):
         return ["", "Finding Linked Brokers:", formatting.map_probe(first.endpoint, f"Failed: {first_view}")]
+    ends = FarEnds(topology, views)
     walk = MapWalk(first.address, first_view)
     for peer in walk.pending():
-        view = views.get(by_endpoint.get(str(peer), ""), f"not a node of {topology.path or topology.name}")
+        far = ends.reach(peer, walk.found_as(peer))
+        outside = f"not a node of {topology.path or topology.name}"
+        view = views.get(far.node.name, "not read") if far.node is not None else outside
         if isinstance(view, str):
             walk.failed(peer, f"Failed: {view}")
         else:
@@ -256,9 +257,12 @@ _Keyed = tuple[formatting.Record, FarEnd, tuple[Any, ...]]
 
 def _pair(expected: Iterable[_Keyed], live: Iterable[_Keyed] | None) -> list[tuple[_Keyed, str | None]]:
     """Each record once, expected ones first then the live ones the file lacks, with where it
-    is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one."""
+    is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one;
+    of two live ones alike (a node linked to under two addresses), the second is EXTRA."""
     live_list = list(live) if live is not None else None
-    by_identity = {keyed[2]: keyed for keyed in live_list or ()}
+    by_identity: dict[tuple[Any, ...], _Keyed] = {}
+    for keyed in live_list or ():
+        by_identity.setdefault(keyed[2], keyed)
     paired: list[tuple[_Keyed, str | None]] = []
     wanted = set()
     for keyed in expected:
@@ -270,7 +274,7 @@ def _pair(expected: Iterable[_Keyed], live: Iterable[_Keyed] | None) -> list[tup
         else:
             paired.append((keyed, MISSING))
     for keyed in live_list or ():
-        if keyed[2] not in wanted:
+        if keyed[2] not in wanted or by_identity[keyed[2]] is not keyed:
             paired.append((keyed, EXTRA))
     return paired
 
