@@ -182,17 +182,17 @@ class _NodeDiff:
         self.ends = ends
         #: Objects deleted or replaced here: what hangs on them goes with them (links by address).
         self.gone: dict[str, set[Any]] = {kind: set() for kind in KINDS}
-        #: The node's links to nodes of the file (those to other nodes are not the topology's),
-        #: by address, and the first to each node by its name.
-        far_ends = [(self.far(ends.link(record)), record) for record in live.links]
-        self.node_links = sorted(
-            ((far, record) for far, record in far_ends if far.node is not None),
-            key=lambda item: (item[0].address.host, item[0].address.port),
-        )
+        #: The node's links to nodes of the file, by address, each with that node's name (links
+        #: to other nodes are not the topology's); and the first link to each node, by its name.
+        self.node_links: list[tuple[str, FarEnd, formatting.Record]] = []
+        for record in live.links:
+            far = self.far(ends.link(record))
+            if far.node is not None:
+                self.node_links.append((far.node.name, far, record))
+        self.node_links.sort(key=lambda item: (item[1].address.host, item[1].address.port))
         self.linked: dict[str, tuple[FarEnd, formatting.Record]] = {}
-        for far, record in self.node_links:
-            assert far.node is not None
-            self.linked.setdefault(far.node.name, (far, record))
+        for name, far, record in self.node_links:
+            self.linked.setdefault(name, (far, record))
 
     def run(self) -> None:
         self.exchanges()
@@ -245,9 +245,10 @@ class _NodeDiff:
 
     def far(self, far: FarEnd) -> FarEnd:
         """`far`, its note (matched by address: a name was not known) added to the node's once."""
-        notes = self.plan.notes.setdefault(self.node.name, [])
-        if far.note and far.note not in notes:
-            notes.append(far.note)
+        if far.note:
+            notes = self.plan.notes.setdefault(self.node.name, [])
+            if far.note not in notes:
+                notes.append(far.note)
         return far
 
     def declared(self, items: Iterable[Any]) -> list[Any]:
@@ -366,21 +367,20 @@ class _NodeDiff:
                 self.replace(
                     "link", f"to {far.label()}", str(far.address), changed, link_delete(far.address), add
                 )
-        for far, record in self.node_links:
-            assert far.node is not None
-            if far.node.name in wanted and self.linked[far.node.name][1] is record:
+        for name, far, record in self.node_links:
+            if name in wanted and self.linked[name][1] is record:
                 continue
             # Not in the file, or a second link to a node it links to (under another address).
             detail = link_detail(bool(record.get("durable")), str(record.get("transport")))
             self.extra("link", f"to {far.label()}", str(far.address), detail, link_delete(far.address))
 
-    def reached_at(self, node: Node) -> BrokerAddress:
-        """Where this node reaches `node`: at its link's address, whatever address the file
+    def reached_at(self, node: Node) -> FarEnd:
+        """`node` where this node reaches it: at its link's address, whatever address the file
         names, else (no link, or one apply replaces) where apply creates the link."""
         found = self.linked.get(node.name)
         if found is None or str(found[0].address) in self.gone["link"]:
-            return BrokerAddress(node.host, node.port)
-        return found[0].address
+            return FarEnd(BrokerAddress(node.host, node.port), node)
+        return found[0]
 
     def routes(self) -> None:
         live: dict[RouteIdentity, tuple[FarEnd, formatting.Record]] = {}
@@ -424,10 +424,11 @@ class _NodeDiff:
             behaviour = RouteOptions(
                 durable=route.durable, src_local=route.push, ack=route.ack, credit=route.credit
             )
-            address = self.reached_at(far_node)
-            add = route_add(spec, address, behaviour)
-            label = f"{far_node.name} {address}"
-            name = route_name(route.kind, route.exchange, identity[3], identity[4], route.push, label)
+            reached = self.reached_at(far_node)
+            add = route_add(spec, reached.address, behaviour)
+            name = route_name(
+                route.kind, route.exchange, identity[3], identity[4], route.push, reached.label()
+            )
             wanted_attributes = {attribute: expected[attribute] for attribute in ROUTE_ATTRIBUTES}
             found = live.get(identity)
             local = route.queue if route.kind == "queue" and route.push else route.exchange
@@ -479,11 +480,12 @@ class _NodeDiff:
             if record is None:
                 self.change("create", "federation", name, [attributes["type"], "durable"], add)
                 continue
+            held = {"parent": record.get("parent"), "type": record.get("type")}
             far = self.far(self.ends.federation(record))
-            if far.node == parent:  # the file's parent, by the name it reports
+            if far.node == parent:  # the file's parent, by the name it reports, at any address
                 name = f"{federation.exchange} => {far.label()}"
-            held = {"parent": expected["parent"] if far.node == parent else record.get("parent")}
-            if changed := differences({**held, "type": record.get("type")}, attributes):
+                held["parent"] = attributes["parent"]
+            if changed := differences(held, attributes):
                 if record.get("source") == "config":
                     message = "federated by the node's configuration: change it there"
                     self.drift("error", "federation", name, message, changed)
