@@ -335,11 +335,11 @@ def mark_live(
 ) -> Marks:
     """Each link, route and federation of the file or of the live nodes, marked `missing`,
     `extra`, `down (<state>: <last error>)` or, on a node not read (a str in `live`, or no
-    entry), `not read`. Links and federations are told apart by their far end, routes by their
-    link and qpid's identity (kind, exchange, key or queue) and direction, federations also by
-    type. Far ends are the file's nodes, known by the name they report (topology.far_ends):
-    what a node made under another address of a node matches the file. What `compare_views`
-    prints and `topology map --live --format json|dot|png` draws."""
+    entry), `not read`. Links and federations are told apart by the node at their far end,
+    routes by that node, qpid's identity (kind, exchange, key or queue) and direction,
+    federations also by type. That node is the file's by the name it reports
+    (topology.far_ends), so what a node made under another address of it matches the file. What
+    `compare_views` prints and `topology map --live --format json|dot|png` draws."""
     tally = _Tally()
     items: list[Marked] = []
     unread: dict[str, str] = {}
