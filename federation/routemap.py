@@ -35,6 +35,12 @@ class NodeView:
     federations: list[formatting.Record]
     name: str | None = None
 
+    def route_node(self, route: formatting.Record) -> str | None:
+        """The name the far end of one of this node's routes gave when the route's link last
+        reached it (None: never reached). A route record names its far end by address only."""
+        peer = formatting.route_peer(route)
+        return next((link.get("node") for link in self.links if link_endpoint(link) == peer), None)
+
     def peers(self) -> list[tuple[BrokerAddress, str | None]]:
         """The nodes to visit from this one: its links' far ends, then its federations'
         parents, each with the name it gave when last reached (None: never reached)."""
@@ -93,6 +99,12 @@ class MapWalk:
                 self._names[name] = endpoint(peer)
             self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
         return self.probes[-1]
+
+    def found_as(self, address: BrokerAddress) -> str | None:
+        """The name the node at `address` (one of `pending()`'s) gave to the node that found
+        it, where known: which node it is."""
+        here = endpoint(address)
+        return next((name for name, first in self._names.items() if first == here), None)
 
     def failed(self, address: BrokerAddress, failure: str) -> str:
         """`address` could not be read (`failure` says why): its probe line; it is left out."""

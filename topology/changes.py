@@ -82,6 +82,10 @@ class Plan:
     unreachable: dict[str, str] = field(default_factory=dict)
     #: Seconds apply waits for each connection and answer (0: no limit).
     timeout: float = 10.0
+    #: Per node, far ends matched by address because a name was not known (topology.far_ends).
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    #: The name a node reports, where it is not the file's: links and listings show that one.
+    reported: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -115,12 +119,14 @@ class Plan:
         dependency order, then what apply leaves alone, then a summary line."""
         lines: list[str] = []
         for name, node in self.topology.nodes.items():
-            where = f"Node {name} ({node.endpoint})"
+            reported = f", reports name '{self.reported[name]}'" if name in self.reported else ""
+            where = f"Node {name} ({node.endpoint}{reported})"
             if name in self.unreachable:
                 lines += [f"{where}: not read: {self.unreachable[name]}", ""]
                 continue
             block = [line for change in self.changes if change.node == name for line in change.lines()]
             block += [line for drift in self.drift if drift.node == name for line in drift.lines()]
+            block += [f"  * {note}" for note in self.notes.get(name, [])]
             if block:
                 lines += [f"{where}:", *block, ""]
         if self.unreachable:

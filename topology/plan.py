@@ -13,9 +13,15 @@ What is compared, per node, and how an object is named on it:
 | exchange | name | type, durable, auto_delete, internal |
 | queue | name | durable, auto_delete |
 | binding | exchange, queue, key, arguments | (identity only) |
-| link | the peer's host:port (on the opener) | durable, transport |
-| route | far end, kind, exchange, key or queue (on the holder) | push, durable, ack, credit, tag, excludes |
-| federation | exchange, vhost "/" (on the child) | parent, type |
+| link | the peer node (on the opener) | durable, transport |
+| route | far end node, kind, exchange, key or queue (on the holder) | push, durable, ack, credit, tag, excludes |
+| federation | exchange, vhost "/" (on the child) | parent node, type |
+
+A node is known by the name it reports, whatever address it was reached at (topology.far_ends):
+a link made to `127.0.0.1:5702` is the file's link to the node at `localhost:5702` when both
+report one name, and a route or a federation on it is planned at the address the node holds,
+not the file's. Only where a name is not known are far ends matched by address; the plan says
+which (`*` lines).
 
 Nothing here can be changed in place: AMQP redeclares refuse other flags, and links, routes and
 federations have no update operation. A difference is therefore a delete and a create, which
@@ -45,7 +51,6 @@ from federation.requests import (
     Request,
     RouteOptions,
     RouteSpec,
-    endpoint,
     federation_add,
     federation_delete,
     link_add,
@@ -55,6 +60,7 @@ from federation.requests import (
 )
 from gateway.names import RESERVED_PREFIX
 from topology.changes import KINDS, Action, Change, Drift, Plan
+from topology.far_ends import FarEnd, FarEnds
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import GUEST, VHOST, Binding, Exchange, Node, Queue, Topology
 from topology.plan_requests import (
@@ -83,12 +89,15 @@ FEDERATION_QUEUE_PREFIX = "federation."
 def diff(topology: Topology, live: LiveState, prune: bool) -> Plan:
     """The plan that makes the nodes `live` describes match `topology` (pure)."""
     plan = Plan(topology, prune)
+    ends = FarEnds(topology, live.views())
     for name, node in topology.nodes.items():
         state = live.nodes.get(name, "not read")
         if isinstance(state, str):
             plan.unreachable[name] = state
             continue
-        _NodeDiff(topology, node, state, plan).run()
+        if state.name is not None and state.name != name:
+            plan.reported[name] = state.name
+        _NodeDiff(topology, node, state, plan, ends).run()
     return plan
 
 
@@ -144,11 +153,16 @@ def binding_name(exchange: str, queue: str, key: str, arguments: dict[str, Any])
     return f"{name} arguments {show(arguments)}" if arguments else name
 
 
-def route_identity(record: formatting.Record) -> tuple[str, str, str, str | None, str | None]:
-    """(far end host:port, kind, exchange, key, queue): how a node tells its routes apart."""
+#: How a node tells its routes apart: (far end's node, kind, exchange, key, queue).
+RouteIdentity = tuple[str, str, str, str | None, str | None]
+
+
+def route_identity(far: str, record: formatting.Record) -> RouteIdentity:
+    """The identity of a route record whose far end is the file's node `far` (qpid-route's
+    rule: the exchange, plus an exchange route's key or a queue route's queue)."""
     kind = str(record.get("kind"))
     return (
-        formatting.route_peer(record),
+        far,
         kind,
         str(record.get("exchange")),
         record.get("key") if kind == "exchange" else None,
@@ -159,18 +173,26 @@ def route_identity(record: formatting.Record) -> tuple[str, str, str, str | None
 class _NodeDiff:
     """The diff of one node that could be read; adds to the plan."""
 
-    def __init__(self, topology: Topology, node: Node, live: LiveNode, plan: Plan) -> None:
+    def __init__(self, topology: Topology, node: Node, live: LiveNode, plan: Plan, ends: FarEnds) -> None:
         self.topology = topology
         self.node = node
         self.live = live
         self.plan = plan
         self.prune = plan.prune
-        #: Objects deleted or replaced here: what hangs on them goes with them.
+        self.ends = ends
+        #: Objects deleted or replaced here: what hangs on them goes with them (links by address).
         self.gone: dict[str, set[Any]] = {kind: set() for kind in KINDS}
-        #: The nodes of the file by where they listen: links, routes and federations to any
-        #: other address are not the topology's.
-        self.owned = {(n.host, n.port): n for n in topology.nodes.values()}
-        self.owned_endpoints = {endpoint(BrokerAddress(n.host, n.port)): n for n in topology.nodes.values()}
+        #: The node's links to nodes of the file, by address, each with that node's name (links
+        #: to other nodes are not the topology's); and the first link to each node, by its name.
+        self.node_links: list[tuple[str, FarEnd, formatting.Record]] = []
+        for record in live.links:
+            far = self.far(ends.link(record))
+            if far.node is not None:
+                self.node_links.append((far.node.name, far, record))
+        self.node_links.sort(key=lambda item: (item[1].address.host, item[1].address.port))
+        self.linked: dict[str, tuple[FarEnd, formatting.Record]] = {}
+        for name, far, record in self.node_links:
+            self.linked.setdefault(name, (far, record))
 
     def run(self) -> None:
         self.exchanges()
@@ -220,6 +242,14 @@ class _NodeDiff:
             self.change("delete", kind, name, detail, delete)
         else:
             self.drift("warning", kind, name, "not in the file (kept: apply --prune deletes it)", detail)
+
+    def far(self, far: FarEnd) -> FarEnd:
+        """`far`, its note (matched by address: a name was not known) added to the node's once."""
+        if far.note:
+            notes = self.plan.notes.setdefault(self.node.name, [])
+            if far.note not in notes:
+                notes.append(far.note)
+        return far
 
     def declared(self, items: Iterable[Any]) -> list[Any]:
         return [item for item in items if getattr(item, "node", None) == self.node.name]
@@ -318,8 +348,7 @@ class _NodeDiff:
     # -- links, routes, federations -----------------------------------------------------------
 
     def links(self) -> None:
-        live = {(record["host"], record["port"]): record for record in self.live.links}
-        wanted: set[tuple[str, int]] = set()
+        wanted: set[str] = set()
         for link in self.topology.effective_links():
             if link.opener != self.node.name:
                 continue
@@ -327,32 +356,50 @@ class _NodeDiff:
             if peer is None:
                 self.drift("error", "link", f"to {link.peer}", "no node of that name in the file", [])
                 continue
-            address = (peer.host, peer.port)
-            wanted.add(address)
-            name = f"to {peer.name} {peer.endpoint}"
-            record = live.get(address)
+            wanted.add(peer.name)
             add = link_add(peer.address, RouteOptions(durable=link.durable, transport=link.transport))
-            if record is None:
-                self.change("create", "link", name, link_detail(link.durable, link.transport), add)
-            elif changed := differences(record, {"durable": link.durable, "transport": link.transport}):
-                delete = link_delete(peer.address)
-                self.replace("link", name, address, changed, delete, add)
-        for address, record in sorted(live.items(), key=lambda item: (str(item[0][0]), int(item[0][1]))):
-            peer = self.owned.get(address)
-            if address in wanted or peer is None:
+            found = self.linked.get(peer.name)
+            if found is None:
+                detail = link_detail(link.durable, link.transport)
+                self.change("create", "link", f"to {peer.name} {peer.endpoint}", detail, add)
+            elif changed := differences(found[1], {"durable": link.durable, "transport": link.transport}):
+                far = found[0]
+                self.replace(
+                    "link", f"to {far.label()}", str(far.address), changed, link_delete(far.address), add
+                )
+        for name, far, record in self.node_links:
+            if name in wanted and self.linked[name][1] is record:
                 continue
-            delete = link_delete(peer.address)
+            # Not in the file, or a second link to a node it links to (under another address).
             detail = link_detail(bool(record.get("durable")), str(record.get("transport")))
-            self.extra("link", f"to {peer.name} {peer.endpoint}", address, detail, delete)
+            self.extra("link", f"to {far.label()}", str(far.address), detail, link_delete(far.address))
+
+    def reached_at(self, node: Node) -> FarEnd:
+        """`node` where this node reaches it: at its link's address, whatever address the file
+        names, else (no link, or one apply replaces) where apply creates the link."""
+        found = self.linked.get(node.name)
+        if found is None or str(found[0].address) in self.gone["link"]:
+            return FarEnd(BrokerAddress(node.host, node.port), node)
+        return found[0]
 
     def routes(self) -> None:
-        live = {route_identity(record): record for record in self.live.routes}
-        wanted: set[tuple[str, str, str, str | None, str | None]] = set()
+        live: dict[RouteIdentity, tuple[FarEnd, formatting.Record]] = {}
+        kept = {str(far.address) for far, _ in self.linked.values()}
+        for record in self.live.routes:
+            far = self.far(self.ends.route(self.live.view, record))
+            if far.node is None:  # not the topology's
+                continue
+            identity = route_identity(far.node.name, record)
+            # A node linked twice (under two addresses) may hold a route twice: the one on
+            # the link the plan keeps is the one compared.
+            if identity not in live or str(far.address) in kept:
+                live[identity] = (far, record)
+        wanted: set[RouteIdentity] = set()
         for route in self.topology.routes:
             if route.holder != self.node.name:
                 continue
-            far = self.topology.nodes.get(route.far_end)
-            if far is None:
+            far_node = self.topology.nodes.get(route.far_end)
+            if far_node is None:
                 self.drift(
                     "error",
                     "route",
@@ -361,17 +408,11 @@ class _NodeDiff:
                     [],
                 )
                 continue
-            identity = (
-                endpoint(BrokerAddress(far.host, far.port)),
-                route.kind,
-                route.exchange,
-                route.key if route.kind == "exchange" else None,
-                route.queue if route.kind == "queue" else None,
-            )
-            wanted.add(identity)
             # What the holder will list once the route is added: the compared attributes, and
             # the tag to send (its own, else the holder's from the file).
             expected = route_record(self.topology, route)
+            identity = route_identity(far_node.name, expected)
+            wanted.add(identity)
             spec = RouteSpec(
                 route.kind,
                 route.exchange,
@@ -383,30 +424,32 @@ class _NodeDiff:
             behaviour = RouteOptions(
                 durable=route.durable, src_local=route.push, ack=route.ack, credit=route.credit
             )
-            add = route_add(spec, far.address, behaviour)
-            name = route_name(route.kind, route.exchange, identity[3], identity[4], route.push, far)
+            reached = self.reached_at(far_node)
+            add = route_add(spec, reached.address, behaviour)
+            name = route_name(
+                route.kind, route.exchange, identity[3], identity[4], route.push, reached.label()
+            )
             wanted_attributes = {attribute: expected[attribute] for attribute in ROUTE_ATTRIBUTES}
-            record = live.get(identity)
+            found = live.get(identity)
             local = route.queue if route.kind == "queue" and route.push else route.exchange
             local_kind = "queue" if route.kind == "queue" and route.push else "exchange"
-            if record is None or (far.host, far.port) in self.gone["link"]:
+            if found is None or str(found[0].address) in self.gone["link"]:
                 self.change("create", "route", name, route_detail(wanted_attributes), add)
-            elif changed := differences(record, wanted_attributes):
-                self.replace("route", name, identity, changed, route_delete(spec, far.address), add)
+            elif changed := differences(found[1], wanted_attributes):
+                self.replace("route", name, identity, changed, route_delete(spec, found[0].address), add)
             elif local in self.gone[local_kind]:
                 # Its exchange (or queue) is deleted and created again: so is the route, which
                 # was attached to the old one.
                 detail = [f"its {local_kind} {local} is deleted and created again"]
-                self.change("change", "route", name, detail, route_delete(spec, far.address), add)
-        for identity, record in sorted(live.items(), key=lambda item: tuple(str(part) for part in item[0])):
-            peer = self.owned_endpoints.get(identity[0])
-            if identity in wanted or peer is None:
+                self.change("change", "route", name, detail, route_delete(spec, found[0].address), add)
+        for identity, (far, record) in sorted(live.items(), key=lambda item: tuple(map(str, item[0]))):
+            if identity in wanted:
                 continue
             push = bool(record.get("src_local"))
             spec = RouteSpec(identity[1], identity[2], key=identity[3], queue=identity[4])
-            name = route_name(identity[1], identity[2], identity[3], identity[4], push, peer)
+            name = route_name(identity[1], identity[2], identity[3], identity[4], push, far.label())
             detail = route_detail({attribute: record.get(attribute) for attribute in ROUTE_ATTRIBUTES})
-            self.extra("route", name, identity, detail, route_delete(spec, peer.address))
+            self.extra("route", name, identity, detail, route_delete(spec, far.address))
 
     def federations(self) -> None:
         live = {
@@ -436,7 +479,13 @@ class _NodeDiff:
             record = live.get(federation.exchange)
             if record is None:
                 self.change("create", "federation", name, [attributes["type"], "durable"], add)
-            elif changed := differences(record, attributes):
+                continue
+            held = {"parent": record.get("parent"), "type": record.get("type")}
+            far = self.far(self.ends.federation(record))
+            if far.node == parent:  # the file's parent, by the name it reports, at any address
+                name = f"{federation.exchange} => {far.label()}"
+                held["parent"] = attributes["parent"]
+            if changed := differences(held, attributes):
                 if record.get("source") == "config":
                     message = "federated by the node's configuration: change it there"
                     self.drift("error", "federation", name, message, changed)
@@ -445,9 +494,10 @@ class _NodeDiff:
                         "federation", name, federation.exchange, changed, delete_federation(record), add
                     )
         for exchange, record in sorted(live.items()):
-            parent_address = formatting.federation_parent(record)
-            peer = self.owned.get((parent_address.host, parent_address.port))
-            if exchange in wanted or peer is None or record.get("source") == "config":
+            if exchange in wanted or record.get("source") == "config":
                 continue
-            name = f"{exchange} => {peer.name} {peer.endpoint}"
+            far = self.far(self.ends.federation(record))
+            if far.node is None:  # not the topology's
+                continue
+            name = f"{exchange} => {far.label()}"
             self.extra("federation", name, exchange, [str(record.get("type"))], delete_federation(record))

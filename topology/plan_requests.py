@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from federation.requests import Request
-from topology.model import Exchange, Node, Queue
+from topology.model import Exchange, Queue
 
 
 def show(value: Any) -> str:
@@ -76,11 +76,12 @@ def link_detail(durable: bool, transport: str) -> list[str]:
     return ["durable" if durable else "transient", transport]
 
 
-def route_name(kind: str, exchange: str, key: str | None, queue: str | None, push: bool, far: Node) -> str:
-    """`dynamic fed.topic <= hub-us 127.0.0.1:5702` (pulled from there), `exchange
-    amq.topic(global.#) => ...` (pushed there), `queue amq.fanout(public) <= ...`."""
+def route_name(kind: str, exchange: str, key: str | None, queue: str | None, push: bool, far: str) -> str:
+    """`dynamic fed.topic <= hub-us 127.0.0.1:5702` (pulled from there: `far` names the node
+    and where its holder reaches it), `exchange amq.topic(global.#) => ...` (pushed there),
+    `queue amq.fanout(public) <= ...`."""
     what = exchange if kind == "dynamic" else f"{exchange}({key if kind == 'exchange' else queue})"
-    return f"{kind} {what} {'=>' if push else '<='} {far.name} {far.endpoint}"
+    return f"{kind} {what} {'=>' if push else '<='} {far}"
 
 
 def route_detail(attributes: dict[str, Any]) -> list[str]:

@@ -6,6 +6,7 @@ formats cannot disagree. `live_document` (JSON) is
 
     {
       "topology": name, "file": path, "drift": count, "summary": the text map's last line,
+      "notes": [far ends matched by address, as a name was not known: the text map's lines],
       "nodes": [{"name", "endpoint", "read", "error"}]                (error: why it was not read)
       "links": [{"node", "far_end", "far_node", "marker", "state", "last_error"}]
       "routes": [{"node", "far_end", "far_node", "marker", "kind", "direction", "exchange",
@@ -15,9 +16,10 @@ formats cannot disagree. `live_document` (JSON) is
     }
 
 in the file's node order; `marker` is "" (matches), "missing", "extra", "not read" or
-"down (<state>: <last error>)"; `far_node` is the file's name for the far end, null when no
-node of the file listens there; `state` and `last_error` are the node's, null for what is
-missing or not read.
+"down (<state>: <last error>)"; `far_end` is the address the node reaches the far end at,
+`far_node` the file's name for that node (known by the name it reports, so `127.0.0.1:5702` is
+the file's node at `localhost:5702`), null when it is no node of the file; `state` and
+`last_error` are the node's, null for what is missing or not read.
 
 The picture is the offline one's frame, boxes and colours (topology.render), with one arrow per
 link, route and federation the comparison found (a reciprocal pair of dynamic routes is two
@@ -35,8 +37,6 @@ from typing import Any
 
 import graphviz
 
-from federation import formatting
-from federation.address import BrokerAddress
 from topology.model import Topology
 from topology.render import (
     FEDERATION_COLOURS,
@@ -59,26 +59,17 @@ STRANGER_FILL = "#eeeeee"
 MARKER_STYLES = {MISSING: "dotted", EXTRA: "dashed"}
 
 
-def far_end(item: Marked) -> str:
-    """host:port at the other end of a link, route or federation."""
-    if item.section == "links":
-        return str(BrokerAddress(item.record["host"], item.record["port"]))
-    if item.section == "routes":
-        return formatting.route_peer(item.record)
-    return str(formatting.federation_parent(item.record))
+def _far_node(item: Marked) -> str | None:
+    """The file's name for the node at the other end (by the name it reports), if any."""
+    return item.far.node.name if item.far.node is not None else None
 
 
-def _far_node(topology: Topology, address: str) -> str | None:
-    return next((name for name, node in topology.nodes.items() if node.endpoint == address), None)
-
-
-def _item_document(topology: Topology, item: Marked) -> dict[str, Any]:
+def _item_document(item: Marked) -> dict[str, Any]:
     record = item.record
-    address = far_end(item)
     document: dict[str, Any] = {
         "node": item.node,
-        "far_end": address,
-        "far_node": _far_node(topology, address),
+        "far_end": str(item.far.address),
+        "far_node": _far_node(item),
         "marker": item.marker,
     }
     if item.section == "routes":
@@ -106,6 +97,7 @@ def live_document(topology: Topology, marks: Marks) -> dict[str, Any]:
         "file": topology.path,
         "drift": marks.drift,
         "summary": marks.summary,
+        "notes": marks.notes,
         "nodes": [
             {
                 "name": name,
@@ -117,9 +109,7 @@ def live_document(topology: Topology, marks: Marks) -> dict[str, Any]:
         ],
     }
     for section in ("links", "routes", "federations"):
-        document[section] = [
-            _item_document(topology, item) for item in marks.items if item.section == section
-        ]
+        document[section] = [_item_document(item) for item in marks.items if item.section == section]
     return document
 
 
@@ -142,8 +132,8 @@ def live_graph(topology: Topology, marks: Marks) -> graphviz.Digraph:
     used: dict[str, list[str]] = {"link": [], "route": [], "federation": []}
     strangers: set[str] = set()
     for item in marks.items:
-        address = far_end(item)
-        far = _far_node(topology, address)
+        address = str(item.far.address)
+        far = _far_node(item)
         # A space keeps the id from clashing with a node's name; graphviz reads a colon in an
         # edge's end as a node port.
         stranger = "peer " + address.replace(":", "/")

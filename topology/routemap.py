@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from federation import formatting
-from federation.address import BrokerAddress
-from federation.routemap import MapWalk, NodeView
+from federation.routemap import MapWalk, NodeView, link_endpoint
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT
 from gateway.federation_config import DEFAULT_LOGIN
+from topology.far_ends import FarEnd, FarEnds
 from topology.model import GUEST, VHOST, Federation, Link, Node, Route, Topology
 
 #: The state of a link or peering that is up.
@@ -177,18 +177,19 @@ def offline_map(topology: Topology, start: str | None = None) -> list[str]:
 
 def walk_map(topology: Topology, views: Mapping[str, NodeView | str], start: str | None = None) -> list[str]:
     """`route map`'s text over views of the file's nodes by name (a str: why that node could
-    not be read), walked from `start` as the live command walks; a peer that is not a node of
-    the file is reported as such."""
+    not be read), walked from `start` as the live command walks; a peer is the file's node by
+    the name it gave (topology.far_ends), and one that is no node of the file is reported as
+    such."""
     first = start_node(topology, start)
-    by_endpoint: dict[str, str] = {}
-    for node in topology.nodes.values():
-        by_endpoint.setdefault(node.endpoint, node.name)
     first_view = views[first.name]
     if isinstance(first_view, str):
         return ["", "Finding Linked Brokers:", formatting.map_probe(first.endpoint, f"Failed: {first_view}")]
+    ends = FarEnds(topology, views)
     walk = MapWalk(first.address, first_view)
     for peer in walk.pending():
-        view = views.get(by_endpoint.get(str(peer), ""), f"not a node of {topology.path or topology.name}")
+        far = ends.reach(peer, walk.found_as(peer))
+        outside = f"not a node of {topology.path or topology.name}"
+        view = views.get(far.node.name, "not read") if far.node is not None else outside
         if isinstance(view, str):
             walk.failed(peer, f"Failed: {view}")
         else:
@@ -221,16 +222,20 @@ class Marked(NamedTuple):
     node: str
     record: formatting.Record
     marker: str
+    #: Its far end: the address its node reaches it at, and which node of the file that is.
+    far: FarEnd
 
 
 class Marks(NamedTuple):
     """Everything the file and the live nodes hold, marked, in the file's node order; the nodes
-    that could not be read, with why; and the drift in words and as a count."""
+    that could not be read, with why; the drift in words and as a count; and the far ends that
+    were matched by address because a name was not known (topology.far_ends), one line each."""
 
     items: list[Marked]
     unread: dict[str, str]
     summary: str
     drift: int
+    notes: list[str]
 
 
 def _down(record: Mapping[str, Any]) -> str:
@@ -246,52 +251,53 @@ def _marked(line: str, marker: str) -> str:
     return f"{line}  {marker}" if marker else line
 
 
-def _pair(
-    expected: Iterable[formatting.Record], live: Iterable[formatting.Record] | None, identity: Any
-) -> list[tuple[formatting.Record, str | None]]:
+#: A record of a comparison, with its far end and its identity there.
+_Keyed = tuple[formatting.Record, FarEnd, tuple[Any, ...]]
+
+
+def _pair(expected: Iterable[_Keyed], live: Iterable[_Keyed] | None) -> list[tuple[_Keyed, str | None]]:
     """Each record once, expected ones first then the live ones the file lacks, with where it
-    is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one."""
+    is: "both", MISSING, EXTRA, or NOT_READ (live is None). A record in both is the live one;
+    of two live ones alike (a node linked to under two addresses), the second is EXTRA."""
     live_list = list(live) if live is not None else None
-    by_identity = {identity(record): record for record in live_list or ()}
-    paired: list[tuple[formatting.Record, str | None]] = []
+    by_identity: dict[tuple[Any, ...], _Keyed] = {}
+    for keyed in live_list or ():
+        by_identity.setdefault(keyed[2], keyed)
+    paired: list[tuple[_Keyed, str | None]] = []
     wanted = set()
-    for record in expected:
-        key = identity(record)
-        wanted.add(key)
+    for keyed in expected:
+        wanted.add(keyed[2])
         if live_list is None:
-            paired.append((record, NOT_READ))
-        elif key in by_identity:
-            paired.append((by_identity[key], None))
+            paired.append((keyed, NOT_READ))
+        elif keyed[2] in by_identity:
+            paired.append((by_identity[keyed[2]], None))
         else:
-            paired.append((record, MISSING))
-    for record in live_list or ():
-        if identity(record) not in wanted:
-            paired.append((record, EXTRA))
+            paired.append((keyed, MISSING))
+    for keyed in live_list or ():
+        if keyed[2] not in wanted or by_identity[keyed[2]] is not keyed:
+            paired.append((keyed, EXTRA))
     return paired
 
 
-def _link_identity(record: Mapping[str, Any]) -> str:
-    return str(BrokerAddress(record["host"], record["port"]))
-
-
-def _route_identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        formatting.route_peer(record),
-        bool(record.get("src_local")),
-        record["kind"],
-        record["exchange"],
-        record.get("key") if record["kind"] == "exchange" else None,
-        record.get("queue") if record["kind"] == "queue" else None,
-    )
-
-
-def _federation_identity(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (
-        record.get("vhost", VHOST),
-        record["exchange"],
-        str(formatting.federation_parent(record)),
-        record.get("type"),
-    )
+def _keyed(ends: FarEnds, section: str, view: NodeView) -> list[_Keyed]:
+    """The records of one section of `view`, each with its far end (the file's node, by the
+    name it reports) and its identity: links by far end; routes by far end, direction and
+    qpid-route's identity; federations by vhost, exchange, parent and type."""
+    keyed: list[_Keyed] = []
+    for record in getattr(view, section):
+        if section == "links":
+            far = ends.link(record)
+            identity: tuple[Any, ...] = (far.key,)
+        elif section == "routes":
+            far = ends.route(view, record)
+            kind = record["kind"]
+            selector = formatting.route_selector(kind, record.get("key"), record.get("queue"))
+            identity = (far.key, bool(record.get("src_local")), kind, record["exchange"], selector)
+        else:
+            far = ends.federation(record)
+            identity = (record.get("vhost", VHOST), record["exchange"], far.key, record.get("type"))
+        keyed.append((record, far, identity))
+    return keyed
 
 
 class _Tally:
@@ -329,27 +335,34 @@ def mark_live(
 ) -> Marks:
     """Each link, route and federation of the file or of the live nodes, marked `missing`,
     `extra`, `down (<state>: <last error>)` or, on a node not read (a str in `live`, or no
-    entry), `not read`. Links and federations are told apart by their far end, routes by their
-    link and qpid's identity (kind, exchange, key or queue) and direction, federations also by
-    type. What `compare_views` prints and `topology map --live --format json|dot|png` draws."""
+    entry), `not read`. Links and federations are told apart by the node at their far end,
+    routes by that node, qpid's identity (kind, exchange, key or queue) and direction,
+    federations also by type. That node is the file's by the name it reports
+    (topology.far_ends), so what a node made under another address of it matches the file. What
+    `compare_views` prints and `topology map --live --format json|dot|png` draws."""
     tally = _Tally()
     items: list[Marked] = []
     unread: dict[str, str] = {}
-    # A live link, route or peering that is not Operational (a route not forwarding) is drift.
-    sections = (("links", _link_identity), ("routes", _route_identity), ("federations", _federation_identity))
+    notes: list[str] = []
+    planned, held_ends = FarEnds(topology, expected), FarEnds(topology, live)
     for name in topology.nodes:
         wanted = expected.get(name, NodeView([], [], []))
         got = live.get(name, "not read")
         view = got if isinstance(got, NodeView) else None
         if view is None:
             unread[name] = str(got)
-        for section, identity in sections:
-            held = getattr(view, section) if view is not None else None
-            for record, where in _pair(getattr(wanted, section), held, identity):
+        for section in ("links", "routes", "federations"):
+            held = _keyed(held_ends, section, view) if view is not None else None
+            for (record, far, _), where in _pair(_keyed(planned, section, wanted), held):
+                # A live link, route or peering that is not Operational (a route not
+                # forwarding) is drift.
                 down = _down(record) if where is None else ""
-                items.append(Marked(section, name, record, tally.mark(where, down)))
+                items.append(Marked(section, name, record, tally.mark(where, down), far))
+                note = f"{topology.nodes[name].endpoint}: {far.note}"
+                if far.note and note not in notes:
+                    notes.append(note)
     summary = tally.summary(len(unread), topology.path or topology.name)
-    return Marks(items, unread, summary, tally.drift(len(unread)))
+    return Marks(items, unread, summary, tally.drift(len(unread)), notes)
 
 
 def compare_views(
@@ -374,10 +387,10 @@ def compare_views(
     dynamic: dict[str, dict[tuple[str, str], str]] = {}
     static: list[str] = []
     federations: list[str] = []
-    for section, name, record, marker in marks.items:
+    for section, name, record, marker, _ in marks.items:
         here = topology.nodes[name].endpoint
         if section == "links":
-            links.append(_marked(f"{here} -> {_link_identity(record)}", marker))
+            links.append(_marked(f"{here} -> {link_endpoint(record)}", marker))
         elif section == "federations":
             line = formatting.federation_line(here, record) + formatting.federation_status(record)
             federations.append(_marked(line, marker))
@@ -392,7 +405,7 @@ def compare_views(
     lines += ["Static Routes:", "", *static] if static else ["Static Routes:", "none found"]
     if federations:
         lines += ["", "Federations:", "", *federations]
-    lines += ["", marks.summary]
+    lines += ["", *marks.notes, marks.summary]
     return Comparison(lines, marks.drift)
 
 

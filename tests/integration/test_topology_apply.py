@@ -7,6 +7,7 @@ exchange added with amq-config) shows per object and is put right, the extra exc
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import trio
 
@@ -18,6 +19,7 @@ from topology.apply import apply_plan
 from topology.live import read_live
 from topology.model import Binding, Exchange, Federation, Node, Queue, Route, Topology
 from topology.plan import plan_topology
+from topology.routemap import compare_views, expected_views
 
 TIMEOUT = 10.0
 
@@ -177,3 +179,71 @@ async def test_an_unreachable_node_makes_the_plan_incomplete_and_apply_refuses(
         assert result.failure.startswith("nothing applied: cannot read b (ConnectFailed - ")
         # Nothing was sent to a either.
         assert [r["name"] for r in await manage(a, "exchanges.list") if r["name"] == "fed.topic"] == []
+
+
+def by_localhost(topology: Topology) -> Topology:
+    """The same nodes, the file naming each by `localhost` rather than 127.0.0.1."""
+    nodes = {name: replace(node, host="localhost") for name, node in topology.nodes.items()}
+    return replace(topology, nodes=nodes)
+
+
+async def test_links_routes_and_federations_are_matched_by_the_name_the_peer_reports(
+    nodes: Callable[..., NodeProcess],
+) -> None:
+    """A file naming the nodes `localhost:X` matches what was made as `127.0.0.1:X`: one node,
+    known by the name it reports, so no link, route or federation is missing or extra, and a
+    route planned on a link made under the other address goes on that link."""
+    a, b = nodes("a"), nodes("b")
+    made = pair(a, b)
+    topology = by_localhost(made)
+    with trio.fail_after(90):
+        result = await apply_plan(await plan_topology(made, prune=False, timeout=TIMEOUT), lambda _: None)
+        assert result.ok, result.failure
+        with trio.fail_after(30):
+            await wait_operational(made)
+
+        for prune in (False, True):
+            plan = await plan_topology(topology, prune=prune, timeout=TIMEOUT)
+            assert plan.lines() == ["No changes. The live nodes match pair.toml."]
+        live = await read_live(topology, TIMEOUT)
+        comparison = compare_views(topology, expected_views(topology), live.views())
+        assert comparison.lines[-1] == "No drift: the live nodes match pair.toml."
+        assert f"localhost:{b.port} -> 127.0.0.1:{a.port}" in comparison.lines
+
+        # b's route deleted by hand: it is made again on b's link to a as it is, 127.0.0.1.
+        await manage(
+            b,
+            "routes.delete",
+            {"host": "127.0.0.1", "port": a.port, "kind": "dynamic", "exchange": "fed.topic"},
+        )
+        await manage(
+            b,
+            "routes.add",
+            {
+                "host": "127.0.0.1",
+                "port": a.port,
+                "kind": "queue",
+                "exchange": "amq.fanout",
+                "queue": "audit",
+            },
+        )
+        plan = await plan_topology(topology, prune=True, timeout=TIMEOUT)
+        assert plan.lines() == [
+            f"Node b (localhost:{b.port}):",
+            f"  + route dynamic fed.topic <= a 127.0.0.1:{a.port} (durable, ack 100, credit 1000)",
+            f"  - route queue amq.fanout(audit) <= a 127.0.0.1:{a.port} (transient, ack 100, credit 1000)",
+            "",
+            "Plan: 1 to create, 0 to change, 1 to delete.",
+        ]
+        assert [request[1]["host"] for change in plan.changes for request in change.requests] == [
+            "127.0.0.1",
+            "127.0.0.1",
+        ]
+        result = await apply_plan(plan, lambda _: None)
+        assert (result.ok, result.applied) == (True, 2)
+        assert [(link["host"], link["port"]) for link in await manage(b, "links.list")] == [
+            ("127.0.0.1", a.port)
+        ]
+        with trio.fail_after(30):
+            await wait_operational(topology)
+        await messages_flow(a, b, b"3")

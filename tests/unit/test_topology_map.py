@@ -12,7 +12,7 @@ from federation.routemap import NodeView
 from tests.unit.test_route_cli import SEED_ROUTE_MAP, FakeNetwork
 from topology.loader import load_topology_text
 from topology.model import Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology
-from topology.routemap import compare_views, expected_views, offline_map
+from topology.routemap import compare_views, expected_views, offline_map, walk_map
 
 
 def local_nodes(*names_and_ports: tuple[str, int], **regions: str) -> dict[str, Node]:
@@ -447,6 +447,65 @@ def test_a_node_missing_from_the_live_views_counts_as_not_read() -> None:
     lines, drift = compare_views(SEED, expected, live)
     assert "localhost:10002... Failed: not read" in lines
     assert lines[-1] == "Drift: 1 node not read." and drift == 1
+
+
+def n2_reached_as_127() -> dict[str, NodeView | str]:
+    """The seed's views, with n1's link to n2 (and the routes on it) made as 127.0.0.1:10002,
+    another address of the node the file names localhost:10002; n2 gave its name there."""
+    live: dict[str, NodeView | str] = copy.deepcopy(dict(expected_views(SEED)))
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.links[0].update(host="127.0.0.1")
+    for route in n1.routes:
+        route["src"] = "127.0.0.1:10002"
+    return live
+
+
+def test_what_another_address_of_a_node_made_matches_the_file() -> None:
+    lines, drift = compare_views(SEED, expected_views(SEED), n2_reached_as_127())
+    assert drift == 0 and lines[-1] == "No drift: the live nodes match seed.toml."
+    assert "localhost:10001 -> 127.0.0.1:10002" in lines
+
+
+def test_a_far_end_that_gave_no_name_is_matched_by_address_and_the_map_says_so() -> None:
+    live = n2_reached_as_127()
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.links[0]["node"] = None
+    lines, drift = compare_views(SEED, expected_views(SEED), live)
+    assert "localhost:10001 -> 127.0.0.1:10002  extra" in lines
+    assert "localhost:10001 -> localhost:10002  missing" in lines
+    assert lines[-2:] == [
+        "localhost:10001: 127.0.0.1:10002 gave no name (not reached yet, or not an amq-gateway node): "
+        "matched by address, it is no node of the file",
+        "Drift: 3 missing, 3 extra.",
+    ]
+    assert drift == 6
+
+
+def test_a_second_link_to_a_node_under_another_address_is_extra() -> None:
+    live: dict[str, NodeView | str] = copy.deepcopy(dict(expected_views(SEED)))
+    n1 = live["n1"]
+    assert isinstance(n1, NodeView)
+    n1.links.append({**n1.links[0], "host": "127.0.0.1"})
+    lines, drift = compare_views(SEED, expected_views(SEED), live)
+    assert [line for line in lines if " -> " in line] == [
+        "localhost:10001 -> localhost:10002",
+        "localhost:10001 -> 127.0.0.1:10002  extra",
+        "localhost:10003 -> localhost:10004",
+        "localhost:10004 -> localhost:10003",
+    ]
+    assert drift == 1
+
+
+def test_the_live_walk_reads_a_node_reached_at_another_address() -> None:
+    """`amq-gateway up`'s map: n2, reached as 127.0.0.1:10002, is the file's n2."""
+    assert walk_map(SEED, n2_reached_as_127())[:4] == [
+        "",
+        "Finding Linked Brokers:",
+        "localhost:10001 (n1)... Ok",
+        "127.0.0.1:10002 (n2)... Ok",
+    ]
 
 
 # -- from a file ----------------------------------------------------------------------------

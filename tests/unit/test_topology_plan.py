@@ -27,6 +27,14 @@ from topology.model import Binding, Credentials, Exchange, Federation, Link, Nod
 from topology.plan import diff
 
 A, B = "127.0.0.1:5701", "127.0.0.1:5702"
+#: The names the nodes report, as `amq-gateway up` starts them; any other address is a node
+#: outside the file.
+NAMES = {A: "a", B: "b"}
+
+
+def name_at(endpoint: str) -> str:
+    """The name the node at `endpoint` reports."""
+    return NAMES.get(endpoint, f"node-at-{endpoint}")
 
 
 def topology(**changes: Any) -> Topology:
@@ -107,6 +115,7 @@ def binding(exchange: str, queue: str, key: str, **arguments: Any) -> dict[str, 
 
 
 def link(endpoint: str, durable: bool = True, state: str = "Operational") -> dict[str, Any]:
+    """A link that reached its peer (it records the peer's name)."""
     host, _, port = endpoint.rpartition(":")
     return {
         "host": host,
@@ -115,6 +124,7 @@ def link(endpoint: str, durable: bool = True, state: str = "Operational") -> dic
         "durable": durable,
         "state": state,
         "last_error": "",
+        "node": name_at(endpoint),
         "connected_since": 0,
         "reconnects": 0,
     }
@@ -156,6 +166,7 @@ def federation(exchange: str, parent: str, kind: str, **fields: Any) -> dict[str
         "source": "runtime",
         "state": "Operational",
         "last_error": "",
+        "parent_node": name_at(parent),
         "outbox": {"messages": 0, "limit": 100000, "policy": "block", "dropped": 0},
         "forwarded": 0,
         "received": 0,
@@ -180,6 +191,7 @@ def empty() -> LiveNode:
 def applied() -> dict[str, LiveNode]:
     """What the nodes hold once `topology()` is applied, with what federation made itself."""
     a = LiveNode(
+        name="a",
         exchanges=[*built_in(), exchange("fed.topic", "topic"), exchange("events", "fanout")],
         queues=[
             queue("federation.b.events"),
@@ -192,6 +204,7 @@ def applied() -> dict[str, LiveNode]:
         ],
     )
     b = LiveNode(
+        name="b",
         exchanges=[*built_in(), exchange("fed.topic", "topic"), exchange("events", "fanout")],
         queues=[queue("orders"), queue("federation.outbox.events"), queue("federation.a.amq.topic.global.#")],
         bindings=[
@@ -591,6 +604,132 @@ def test_headers_bindings_are_compared_with_their_arguments() -> None:
             "bindings.add",
             {"exchange": "amq.match", "queue": "orders", "routing_key": "", "arguments": {"x-match": "any"}},
         )
+    ]
+
+
+# -- nodes known by the name they report -------------------------------------------------------
+
+#: Node a as b reached it: another address of the same node (the file says 127.0.0.1).
+A_LOCALHOST = "localhost:5701"
+
+
+def linked_as_localhost() -> dict[str, LiveNode]:
+    """`applied()`, with b's link, routes and federation to a made as localhost:5701: a
+    reported its name there, so the link and the peering record it."""
+    nodes = applied()
+    b = nodes["b"]
+    b.links[0] = {**link(A_LOCALHOST), "node": "a"}
+    b.routes[:] = [
+        {**record, "src" if not record["src_local"] else "dest": A_LOCALHOST} for record in b.routes
+    ]
+    b.federations[0] = federation("events", A_LOCALHOST, "fanout", parent_node="a")
+    return nodes
+
+
+def test_what_another_address_of_a_node_made_matches_the_file() -> None:
+    for prune in (False, True):
+        plan = diff(topology(), state(**linked_as_localhost()), prune=prune)
+        assert plan.lines() == ["No changes. The live nodes match pair.toml."]
+
+
+def test_routes_are_planned_on_the_link_the_node_has_whatever_its_address() -> None:
+    nodes = linked_as_localhost()
+    b = nodes["b"]
+    del b.routes[0]  # the dynamic route
+    b.routes.append(route("127.0.0.1:5702", A_LOCALHOST, "queue", "amq.fanout", queue="public"))
+    plan = diff(topology(), state(**nodes), prune=True)
+    assert plan.lines() == [
+        "Node b (127.0.0.1:5702):",
+        '  + route dynamic fed.topic <= a localhost:5701 (durable, ack 100, credit 1000, excludes ["us"])',
+        "  - route queue amq.fanout(public) <= a localhost:5701 (durable, ack 100, credit 1000)",
+        "",
+        "Plan: 1 to create, 0 to change, 1 to delete.",
+    ]
+    assert [(method, arguments["host"], arguments["port"]) for _, method, arguments in requests(plan)] == [
+        ("routes.delete", "localhost", 5701),
+        ("routes.add", "localhost", 5701),
+    ]
+
+
+def test_a_replaced_link_is_made_at_the_files_address_with_its_routes() -> None:
+    nodes = linked_as_localhost()
+    nodes["b"].links[0]["durable"] = False
+    plan = diff(topology(), state(**nodes), prune=True)
+    assert [(method, arguments["host"]) for _, method, arguments in requests(plan)] == [
+        ("links.delete", "localhost"),
+        ("links.add", "127.0.0.1"),
+        ("routes.add", "127.0.0.1"),
+        ("routes.add", "127.0.0.1"),
+    ]
+
+
+def test_a_second_link_to_a_node_under_another_address_is_extra() -> None:
+    nodes = applied()
+    nodes["b"].links.append({**link(A_LOCALHOST), "node": "a", "durable": False})
+    plan = diff(topology(), state(**nodes), prune=True)
+    assert [line for change in plan.changes for line in change.lines()] == [
+        "  - link to a localhost:5701 (transient, tcp)"
+    ]
+    assert plan.changes[0].requests == [("links.delete", {"host": "localhost", "port": 5701})]
+
+
+def test_a_federation_whose_parent_reports_its_name_at_another_address_matches() -> None:
+    nodes = applied()
+    nodes["b"].federations[0] = federation("events", A_LOCALHOST, "subscriber", parent_node="a")
+    plan = diff(topology(), state(**nodes), prune=True)
+    (change,) = plan.changes
+    assert change.lines() == [
+        "  ~ federation events => a localhost:5701 (delete and create: it cannot be changed in place)",
+        '      type: "subscriber" -> "fanout"',
+    ]
+
+
+UNNAMED_PLAN = """\
+Node b (127.0.0.1:5702):
+  + link to a 127.0.0.1:5701 (durable, tcp)
+  + route dynamic fed.topic <= a 127.0.0.1:5701 (durable, ack 100, credit 1000, excludes ["us"])
+  + route exchange amq.topic(global.#) => a 127.0.0.1:5701 (durable, push, ack 10, credit 1000)
+  ! federation events => a 127.0.0.1:5701: cannot be changed in place: apply --prune deletes and creates it
+      parent: "localhost:5701" -> "127.0.0.1:5701"
+  * localhost:5701 gave no name (not reached yet, or not an amq-gateway node): matched by address, it is no node of the file
+
+1 difference(s) (!) need --prune: apply --prune deletes and creates them.
+Plan: 3 to create, 0 to change, 0 to delete."""
+
+
+def test_a_far_end_that_gave_no_name_is_matched_by_address_and_the_plan_says_so() -> None:
+    """Named 127.0.0.1:5701 in the file and never reached as localhost:5701, a is two nodes to
+    the planner: it plans the file's link and routes, and says why."""
+    nodes = linked_as_localhost()
+    b = nodes["b"]
+    b.links[0]["node"] = None
+    b.federations[0]["parent_node"] = None
+    plan = diff(topology(), state(**nodes), prune=False)
+    assert "\n".join(plan.lines()) == UNNAMED_PLAN
+    # Reached at the file's address, a far end without a name is the file's node there.
+    nodes = applied()
+    nodes["b"].links[0]["node"] = None
+    assert diff(topology(), state(**nodes), prune=True).lines() == [
+        "No changes. The live nodes match pair.toml."
+    ]
+
+
+def test_a_node_reporting_another_name_than_the_files_is_matched_by_that_name() -> None:
+    nodes = linked_as_localhost()
+    nodes["a"] = replace(nodes["a"], name="alpha")
+    nodes["b"].links[0]["node"] = "alpha"
+    nodes["b"].federations[0]["parent_node"] = "alpha"
+    del nodes["a"].exchanges[-1]
+    del nodes["b"].routes[0]
+    plan = diff(topology(), state(**nodes), prune=False)
+    assert plan.lines() == [
+        "Node a (127.0.0.1:5701, reports name 'alpha'):",
+        "  + exchange events (fanout, durable)",
+        "",
+        "Node b (127.0.0.1:5702):",
+        '  + route dynamic fed.topic <= a localhost:5701 (durable, ack 100, credit 1000, excludes ["us"])',
+        "",
+        "Plan: 2 to create, 0 to change, 0 to delete.",
     ]
 
 

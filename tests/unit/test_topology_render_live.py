@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from federation.routemap import NodeView
-from tests.unit.test_topology_map import SEED
+from tests.unit.test_topology_map import SEED, n2_reached_as_127
 from topology.render import ROUTE_COLOURS
 from topology.render_live import DOWN_COLOUR, UNREAD_FILL, render_live_dot, render_live_json, render_live_png
 from topology.routemap import Marks, expected_views, mark_live
@@ -103,3 +103,15 @@ def test_a_route_that_is_not_forwarding_is_drawn_down_with_its_state() -> None:
     assert route["marker"] == "down (Failed: NOT_FOUND - no queue 'public')"
     [edge] = [edge for edge in edges(render_live_dot(SEED, marks), "n2", "n1") if "public" in edge]
     assert "DOWN (Failed: NOT_FOUND - no queue 'public')" in edge and f'color="{DOWN_COLOUR}"' in edge
+
+
+def test_a_far_end_at_another_address_is_the_node_that_reports_its_name() -> None:
+    document = json.loads(render_live_json(SEED, mark_live(SEED, expected_views(SEED), n2_reached_as_127())))
+    assert document["drift"] == 0 and document["notes"] == []
+    (link, *_) = document["links"]
+    assert (link["node"], link["far_end"], link["far_node"], link["marker"]) == (
+        "n1",
+        "127.0.0.1:10002",
+        "n2",
+        "",
+    )
