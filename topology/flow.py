@@ -119,6 +119,13 @@ def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], F
     return _Network(topology, record_bindings=False).publish
 
 
+def model_work(topology: Topology) -> Counter[str]:
+    """The work building the model of `topology` takes, counted by kind (binding entries
+    read while mirroring bindings up federations, interest entries propagated, ...): tests
+    hold it to linear growth without timing anything."""
+    return _Network(topology, record_bindings=False).work
+
+
 # -- what is in effect once applied -------------------------------------------------------------
 
 
@@ -174,6 +181,8 @@ class _Network:
     def __init__(self, topology: Topology, record_bindings: bool = True) -> None:
         self.topology = topology
         self.record_bindings = record_bindings
+        #: Work done building the model, counted (see `model_work`).
+        self.work: Counter[str] = Counter()
         self.exchanges = {
             (exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)
         }
@@ -220,6 +229,7 @@ class _Network:
                 for key, arguments, _target in self._with_mirrors(
                     bound, mirrored, federation.child, federation
                 ):
+                    self.work["mirror entries"] += 1
                     distinct[binding_identity(key, arguments)] = (key, arguments)
                 mirrored[federation] = list(distinct.values())
         for federation, keys in mirrored.items():
@@ -261,6 +271,7 @@ class _Network:
                 adverts = self.tables[(route.destination, exchange)].adverts_for(route.source, route.excludes)
                 if sent.get(route) != adverts:
                     sent[route] = adverts
+                    self.work["adverts"] += len(adverts)
                     self.tables[(route.source, exchange)].replace_from(tags[route.destination], adverts)
                     changed = True
             if not changed:
