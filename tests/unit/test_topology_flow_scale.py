@@ -5,11 +5,17 @@ never finished building)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
+from typing import Any
 
+import networkx as nx
+import pytest
+
+from gateway.routing.bindings import binding_identity
 from simulations.generators import EXCHANGE, GeneratorSpec, generate
-from topology.flow import model_work, routing_work
-from topology.model import Binding, Publisher, Queue, Topology
+from topology.flow import _Network, model_work, routing_work
+from topology.model import Binding, Exchange, Federation, Node, Publisher, Queue, Topology
 
 FANOUT = "sim.fanout"
 #: Distinct keys subscribers draw from: a hub's federation mirrors at most this many.
@@ -50,3 +56,56 @@ def test_routing_a_publish_grows_with_the_origins_it_reaches_not_nodes_times_ori
     assert small["origins examined"] and set(small) == set(large)
     for kind, count in small.items():
         assert large[kind] <= 2.5 * count, (kind, count, large[kind])
+
+
+def _mirrored_by_rounds(network: Any, bound: dict[Any, list[Any]], subscribing: list[Federation]) -> dict[Any, Any]:
+    """The mirroring topology.flow did before issue 13 (rounds over every federation's
+    mirrors, quadratic and more), kept as the oracle for the one that replaced it."""
+    mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]] = {}
+    for _ in range(len(subscribing) + 1):
+        for federation in subscribing:
+            distinct: dict[Any, tuple[str, dict[str, Any]]] = {}
+            entries = [(k, a) for k, a, _ in bound.get((federation.child, federation.exchange), [])]
+            for child, keys in mirrored.items():
+                if child.parent == federation.child and child.exchange == federation.exchange:
+                    entries += keys
+            for key, arguments in entries:
+                distinct[binding_identity(key, arguments)] = (key, arguments)
+            mirrored[federation] = list(distinct.values())
+    return mirrored
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_mirroring_up_federations_equals_the_rounds_it_replaced(seed: int) -> None:
+    # random parents on one fanout exchange (trees, and cycles when a parent lies below)
+    rng = random.Random(seed)
+    names = [f"n{i}" for i in range(12)]
+    federations = tuple(
+        Federation(name, rng.choice([n for n in names if n != name]), FANOUT, "fanout")
+        for name in names
+        if rng.random() < 0.8
+    )
+    topology = Topology(
+        "t",
+        "t.toml",
+        {name: Node(name, "127.0.0.1", 5701 + i) for i, name in enumerate(names)},
+        tuple(Exchange(name, FANOUT, "fanout") for name in names),
+        tuple(Queue(name, "q") for name in names),
+        tuple(
+            Binding(name, FANOUT, "q", f"k{rng.randrange(6)}") for name in names for _ in range(rng.randrange(4))
+        ),
+        federations=federations,
+    )
+    network = _Network(topology)
+    subscribing = list(network.federations.values())
+    own = {place: [b for b in entries if b[2][0] != "mirror"] for place, entries in network.bound.items()}
+    expected = _mirrored_by_rounds(network, own, subscribing)
+    found = network._mirrored(own, subscribing)
+    up = nx.DiGraph([(f.child, f.parent) for f in subscribing])
+    cyclic = {node for cycle in nx.simple_cycles(up) for node in cycle}
+    cyclic |= {above for node in cyclic for above in nx.descendants(up, node)}
+    for federation in subscribing:
+        if federation.child in cyclic:  # on or above a cycle, the order may differ
+            assert sorted(found[federation]) == sorted(expected[federation])
+        else:
+            assert found[federation] == expected[federation]
