@@ -251,7 +251,9 @@ class _Network:
         return bound
 
     def _mirrored(
-        self, bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]], subscribing: list[Federation]
+        self,
+        bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]],
+        subscribing: list[Federation],
     ) -> dict[Federation, list[tuple[str, dict[str, Any]]]]:
         """Each subscribing federation -> the distinct bindings its child's exchange has, its
         own and those mirrored to it from below (federation.attachment binds the parent's queue
@@ -313,27 +315,28 @@ class _Network:
             for node in nodes:
                 self.tables[(node, exchange)] = tree.table(node)
             return
+        tables: dict[str, InterestTable] = {}
         for node in nodes:
-            table = InterestTable(tags[node], types[node])
-            for key, arguments, _target in self.bound.get((node, exchange), []):
+            table = tables[node] = InterestTable(tags[node], types[node])
+            for key, arguments in local[node]:
                 table.bind_local(key, arguments)
-            self.tables[(node, exchange)] = table
         sent: dict[Route, object] = {}
         for _ in range(4 * len(self.topology.nodes) + 4):
             changed = False
             for route in routes:
-                adverts = self.tables[(route.destination, exchange)].adverts_for(route.source, route.excludes)
+                adverts = tables[route.destination].adverts_for(route.source, route.excludes)
                 if sent.get(route) != adverts:
                     sent[route] = adverts
                     self.work["interest adverts"] += len(adverts)
-                    self.tables[(route.source, exchange)].replace_from(tags[route.destination], adverts)
+                    tables[route.source].replace_from(tags[route.destination], adverts)
                     changed = True
             if not changed:
                 break
         holders = {route.destination for route in routes}
         for node in {route.source for route in routes} - holders:
-            if not self.tables[(node, exchange)].next_hops():  # detached: serves nobody
-                del self.tables[(node, exchange)]
+            if not tables[node].next_hops():  # detached: serves nobody
+                del tables[node]
+        self.tables.update(((node, exchange), table) for node, table in tables.items())
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
         """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first

@@ -91,7 +91,10 @@ class TreeInterest:
         return interest
 
     def _number(
-        self, root: str, neighbours: dict[str, list[str]], bindings: dict[str, list[tuple[str, dict[str, Any]]]]
+        self,
+        root: str,
+        neighbours: dict[str, list[str]],
+        bindings: dict[str, list[tuple[str, dict[str, Any]]]],
     ) -> None:
         """Number the tree holding `root` depth first, and bind its origins' interest."""
         tree = len(self._matchers)
@@ -155,7 +158,8 @@ class TreeInterest:
         last = self._matched.get(tree)
         if last is not None and last[0] == routing_key and last[1] is headers:
             return last[2]
-        found = frozenset(self._matchers[tree].match(routing_key, headers))
+        origins: set[Any] = self._matchers[tree].match(routing_key, headers)  # origins were bound
+        found = frozenset(origins)
         self.work["origins examined"] += len(found)
         self._matched[tree] = (routing_key, headers, found)
         return found

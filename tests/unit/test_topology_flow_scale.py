@@ -32,9 +32,7 @@ def hierarchy(nodes: int) -> Topology:
     queues, bindings = [], []
     for number, node in enumerate(topology.nodes):
         queues += [Queue(node, "feed"), Queue(node, "audit")]
-        bindings += [
-            Binding(node, EXCHANGE, "feed", f"k{(number * 7 + i) % KEYS}.*") for i in range(2)
-        ]
+        bindings += [Binding(node, EXCHANGE, "feed", f"k{(number * 7 + i) % KEYS}.*") for i in range(2)]
         bindings += [Binding(node, FANOUT, "audit", f"k{(number * 11 + i) % KEYS}") for i in range(3)]
     return replace(topology, queues=tuple(queues), bindings=tuple(bindings))
 
@@ -58,7 +56,7 @@ def test_routing_a_publish_grows_with_the_origins_it_reaches_not_nodes_times_ori
         assert large[kind] <= 2.5 * count, (kind, count, large[kind])
 
 
-def _mirrored_by_rounds(network: Any, bound: dict[Any, list[Any]], subscribing: list[Federation]) -> dict[Any, Any]:
+def _mirrored_by_rounds(bound: dict[Any, list[Any]], subscribing: list[Federation]) -> dict[Any, Any]:
     """The mirroring topology.flow did before issue 13 (rounds over every federation's
     mirrors, quadratic and more), kept as the oracle for the one that replaced it."""
     mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]] = {}
@@ -92,14 +90,16 @@ def test_mirroring_up_federations_equals_the_rounds_it_replaced(seed: int) -> No
         tuple(Exchange(name, FANOUT, "fanout") for name in names),
         tuple(Queue(name, "q") for name in names),
         tuple(
-            Binding(name, FANOUT, "q", f"k{rng.randrange(6)}") for name in names for _ in range(rng.randrange(4))
+            Binding(name, FANOUT, "q", f"k{rng.randrange(6)}")
+            for name in names
+            for _ in range(rng.randrange(4))
         ),
         federations=federations,
     )
     network = _Network(topology)
     subscribing = list(network.federations.values())
     own = {place: [b for b in entries if b[2][0] != "mirror"] for place, entries in network.bound.items()}
-    expected = _mirrored_by_rounds(network, own, subscribing)
+    expected = _mirrored_by_rounds(own, subscribing)
     found = network._mirrored(own, subscribing)
     up = nx.DiGraph([(f.child, f.parent) for f in subscribing])
     cyclic = {node for cycle in nx.simple_cycles(up) for node in cycle}

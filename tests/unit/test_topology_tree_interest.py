@@ -24,7 +24,11 @@ def _key(rng: random.Random, kind: str) -> tuple[str, dict[str, Any]]:
     if kind == "topic":
         words = [w if rng.random() > 0.3 else "*" for w in words] + (["#"] if rng.random() < 0.2 else [])
     if kind == "headers":
-        return "", {"x-match": rng.choice(["all", "any"]), "w0": words[0], **({"w1": words[1]} if rng.random() < 0.5 else {})}
+        return "", {
+            "x-match": rng.choice(["all", "any"]),
+            "w0": words[0],
+            **({"w1": words[1]} if rng.random() < 0.5 else {}),
+        }
     return ".".join(words), {}
 
 
@@ -104,7 +108,9 @@ def test_only_forests_of_reversible_routes_without_excludes_or_tags_are_taken() 
 
 
 def test_next_hops_follow_the_tree() -> None:
-    interest = _interest(_routes([("r", "h"), ("h", "r"), ("h", "e1"), ("e1", "h"), ("h", "e2"), ("e2", "h")]))
+    interest = _interest(
+        _routes([("r", "h"), ("h", "r"), ("h", "e1"), ("e1", "h"), ("h", "e2"), ("e2", "h")])
+    )
     assert interest is not None
     assert [interest.next_hop("e1", o) for o in ("h", "r", "e2")] == ["h", "h", "h"]
     assert [interest.next_hop("h", o) for o in ("r", "e1", "e2")] == ["r", "e1", "e2"]
