@@ -33,9 +33,10 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
     counts, published = _count_events(scenario, progress)
     progress("routing", 0.0)
     routes: dict[Class, ClassRoute] = {}
-    for number, cls in enumerate({(e, n, k) for e, n, k, _ in counts}):
+    classes = {(e, n, k) for e, n, k, _ in counts}
+    for number, cls in enumerate(classes):
         routes[cls] = world.route(cls[1], *world.message(cls[0], cls[2]))
-        progress("routing", (number + 1) / max(1, len(counts)))
+        progress("routing", (number + 1) / max(1, len(classes)))
     for (entry, node, key, _), (messages, _) in counts.items():
         if not routes[(entry, node, key)].deliveries:
             published[node][1] += messages

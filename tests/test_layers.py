@@ -27,6 +27,7 @@ OFFLINE_TOPOLOGY = (
     "topology.schema",
     "topology.graph",
     "topology.flow",
+    "topology.tree_interest",
     "topology.checks",
     "topology.checks_graph",
     "topology.checks_references",

@@ -43,18 +43,21 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gateway.routing.bindings import binding_identity
+import networkx as nx
+
+from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS
 from gateway.routing.graph import ExchangeGraph
 from gateway.routing.interest import InterestTable
 from gateway.routing.predicate import binding_matches
 from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
+from topology.tree_interest import TreeInterest, TreeTable
 
 QueueAt = tuple[str, str]
 #: The node-to-node hops one copy took, in order: ((from, to), ...).
@@ -119,6 +122,23 @@ def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], F
     return _Network(topology, record_bindings=False).publish
 
 
+def model_work(topology: Topology) -> Counter[str]:
+    """The work building the model of `topology` takes, counted by kind (binding entries
+    read while mirroring bindings up federations, interest bindings or adverts propagated):
+    tests hold it to linear growth without timing anything."""
+    return _Network(topology, record_bindings=False).work
+
+
+def routing_work(topology: Topology, publishers: list[Publisher]) -> Counter[str]:
+    """The work routing `publishers` takes on a model of `topology` once it is built, counted
+    as `model_work` counts (origins of interest examined on the way, ...)."""
+    network = _Network(topology, record_bindings=False)
+    before = Counter(network.work)
+    for publisher in publishers:
+        network.publish(publisher)
+    return network.work - before
+
+
 # -- what is in effect once applied -------------------------------------------------------------
 
 
@@ -171,9 +191,14 @@ def active_federations(topology: Topology, routes: list[Route]) -> dict[tuple[st
 
 
 class _Network:
-    def __init__(self, topology: Topology, record_bindings: bool = True) -> None:
+    def __init__(self, topology: Topology, record_bindings: bool = True, trees: bool = True) -> None:
         self.topology = topology
         self.record_bindings = record_bindings
+        #: Converge a forest of dynamic routes as a TreeInterest (the tests turn it off to
+        #: compare it with real InterestTables).
+        self.trees = trees
+        #: Work done building the model, counted (see `model_work`).
+        self.work: Counter[str] = Counter()
         self.exchanges = {
             (exchange.node, exchange.name): exchange for exchange in reversed(topology.exchanges)
         }
@@ -185,10 +210,14 @@ class _Network:
                 self.consumers.setdefault((route.source, route.queue or ""), route)
         self.bound = self._bindings()
         self.graphs: dict[str, ExchangeGraph] = {}
+        #: node -> its queues as the default exchange routes to them (built on first use).
+        self.queues_of: dict[str, dict[str, Target]] = {}
         self.tags: dict[str, dict[str, str]] = {}
-        self.tables: dict[tuple[str, str], InterestTable] = {}
+        self.tables: dict[tuple[str, str], InterestTable | TreeTable] = {}
         #: exchange -> (node, tag) -> the node behind that bridge queue (see _downstream).
         self.downstream: dict[str, dict[tuple[str, str], str]] = {}
+        #: (node, exchange) -> the file's bindings there, in file order (built on first use).
+        self.bindings_at: dict[tuple[str, str], list[Binding]] = {}
         #: The headers of the publish being followed: every copy carries them unchanged.
         self.headers: dict[str, Any] = {}
         for exchange in {route.exchange for route in self.routes if route.kind == "dynamic"}:
@@ -213,31 +242,57 @@ class _Network:
         subscribing = [
             f for f in self.federations.values() if BEHAVIOURS[self.topology.federation_type(f)].subscribes
         ]
-        mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]] = {}
-        for _ in range(len(subscribing) + 1):  # bindings climb one level per round
-            for federation in subscribing:
-                distinct = {}
-                for key, arguments, _target in self._with_mirrors(
-                    bound, mirrored, federation.child, federation
-                ):
-                    distinct[binding_identity(key, arguments)] = (key, arguments)
-                mirrored[federation] = list(distinct.values())
-        for federation, keys in mirrored.items():
+        mirrored = self._mirrored(bound, subscribing)
+        for federation in subscribing:
             place = (federation.parent, federation.exchange)
-            bound.setdefault(place, []).extend((key, args, ("mirror", federation)) for key, args in keys)
+            bound.setdefault(place, []).extend(
+                (key, args, ("mirror", federation)) for key, args in mirrored[federation]
+            )
         return bound
 
-    def _with_mirrors(
+    def _mirrored(
         self,
         bound: dict[tuple[str, str], list[tuple[str, dict[str, Any], Target]]],
-        mirrored: dict[Federation, list[tuple[str, dict[str, Any]]]],
-        node: str,
-        federation: Federation,
-    ) -> Iterator[tuple[str, dict[str, Any], Target]]:
-        yield from bound.get((node, federation.exchange), [])
-        for child, keys in mirrored.items():
-            if child.parent == node and child.exchange == federation.exchange:
-                yield from ((key, args, ("mirror", child)) for key, args in keys)
+        subscribing: list[Federation],
+    ) -> dict[Federation, list[tuple[str, dict[str, Any]]]]:
+        """Each subscribing federation -> the distinct bindings its child's exchange has, its
+        own and those mirrored to it from below (federation.attachment binds the parent's queue
+        with each once, so bindings climb a tree of federations).
+
+        Places (node, exchange) are taken children first, each once: what a place has is its
+        own bindings, then what each federation into it mirrors (in federation order), first
+        occurrence of an identity first. Federations that form a cycle share one set, the
+        bindings of every place on the cycle and of all below it. The work is what the
+        bindings are, not rounds over every federation's mirrors (issue 13).
+        """
+        graph: nx.DiGraph[tuple[str, str]] = nx.DiGraph()
+        into: dict[tuple[str, str], list[Federation]] = {}
+        for federation in subscribing:
+            child, parent = (federation.child, federation.exchange), (federation.parent, federation.exchange)
+            graph.add_edge(child, parent)
+            into.setdefault(parent, []).append(federation)
+        pieces = nx.condensation(graph)
+        piece_of: dict[tuple[str, str], int] = pieces.graph["mapping"]
+        has: dict[int, dict[Identity, tuple[str, dict[str, Any]]]] = {}
+        for piece in nx.topological_sort(pieces):
+            members = sorted(pieces.nodes[piece]["members"])
+            distinct: dict[Identity, tuple[str, dict[str, Any]]] = {}
+            for place in members:
+                for key, arguments, _target in bound.get(place, ()):
+                    self.work["mirror entries"] += 1
+                    distinct[binding_identity(key, arguments)] = (key, arguments)
+            for place in members:
+                for federation in into.get(place, ()):
+                    below = piece_of[(federation.child, federation.exchange)]
+                    if below == piece:
+                        continue
+                    self.work["mirror entries"] += len(has[below])
+                    distinct.update(has[below])
+            has[piece] = distinct
+        return {
+            federation: list(has[piece_of[(federation.child, federation.exchange)]].values())
+            for federation in subscribing
+        }
 
     def _exchange(self, node: str, name: str) -> Exchange | None:
         """topology.exchange, by a dict for declared exchanges (the first declaration wins)."""
@@ -249,26 +304,39 @@ class _Network:
         tags = dynamic_tags(self.topology, exchange)
         self.tags[exchange] = tags
         routes = [r for r in self.routes if r.kind == "dynamic" and r.exchange == exchange]
-        for node in {n for r in routes for n in (r.source, r.destination)}:
-            table = InterestTable(tags[node], self._exchange(node, exchange).type)  # type: ignore[union-attr]
-            for key, arguments, _target in self.bound.get((node, exchange), []):
+        nodes = list(dict.fromkeys(n for r in routes for n in (r.source, r.destination)))
+        types = {node: self._exchange(node, exchange).type for node in nodes}  # type: ignore[union-attr]
+        local = {
+            node: [(key, arguments) for key, arguments, _target in self.bound.get((node, exchange), [])]
+            for node in nodes
+        }
+        tree = TreeInterest.of(routes, tags, types, local, self.work) if self.trees else None
+        if tree is not None:  # the same answers as the tables below, without N x N adverts
+            for node in nodes:
+                self.tables[(node, exchange)] = tree.table(node)
+            return
+        tables: dict[str, InterestTable] = {}
+        for node in nodes:
+            table = tables[node] = InterestTable(tags[node], types[node])
+            for key, arguments in local[node]:
                 table.bind_local(key, arguments)
-            self.tables[(node, exchange)] = table
         sent: dict[Route, object] = {}
         for _ in range(4 * len(self.topology.nodes) + 4):
             changed = False
             for route in routes:
-                adverts = self.tables[(route.destination, exchange)].adverts_for(route.source, route.excludes)
+                adverts = tables[route.destination].adverts_for(route.source, route.excludes)
                 if sent.get(route) != adverts:
                     sent[route] = adverts
-                    self.tables[(route.source, exchange)].replace_from(tags[route.destination], adverts)
+                    self.work["interest adverts"] += len(adverts)
+                    tables[route.source].replace_from(tags[route.destination], adverts)
                     changed = True
             if not changed:
                 break
         holders = {route.destination for route in routes}
         for node in {route.source for route in routes} - holders:
-            if not self.tables[(node, exchange)].next_hops():  # detached: serves nobody
-                del self.tables[(node, exchange)]
+            if not tables[node].next_hops():  # detached: serves nobody
+                del tables[node]
+        self.tables.update(((node, exchange), table) for node, table in tables.items())
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
         """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first
@@ -287,10 +355,10 @@ class _Network:
     def publish(self, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
         result = FlowResult()
         self.headers = headers or {}
-        pending = [Copy(publisher.node, publisher.exchange, publisher.key)]
+        pending = deque([Copy(publisher.node, publisher.exchange, publisher.key)])
         made = 1
         while pending:
-            copy = pending.pop(0)
+            copy = pending.popleft()
             if copy.hops > MAX_HOPS or made > MAX_COPIES:
                 result.cut += 1
                 continue
@@ -346,22 +414,30 @@ class _Network:
         use; the default exchange routes to ("queue", name) for each of its queues."""
         graph = self.graphs.get(node)
         if graph is None:
-            queues = {q.name: ("queue", q.name) for q in self.topology.queues if q.node == node}
-            graph = self.graphs[node] = ExchangeGraph(queues)
+            if not self.queues_of:
+                for queue in self.topology.queues:
+                    self.queues_of.setdefault(queue.node, {})[queue.name] = ("queue", queue.name)
+            graph = self.graphs[node] = ExchangeGraph(self.queues_of.get(node, {}))
         return graph
 
     def _record(self, copy: Copy, exchange: Exchange, found: list[Target], result: FlowResult) -> None:
         """The file's bindings that took the message (their queue got it through them)."""
         queues = {what for kind, what in found if kind == "queue"}
-        for binding in self.topology.bindings:
-            if (binding.node, binding.exchange) != (copy.node, copy.exchange) or binding.queue not in queues:
+        if not self.bindings_at:
+            for binding in self.topology.bindings:
+                self.bindings_at.setdefault((binding.node, binding.exchange), []).append(binding)
+        for binding in self.bindings_at.get((copy.node, copy.exchange), ()):
+            if binding.queue not in queues:
                 continue
             if binding_matches(exchange.type, binding.key, binding.arguments, copy.key, self.headers):
                 result.bindings.add(binding)
 
-    def _forward_dynamic(self, copy: Copy, table: InterestTable) -> list[Copy]:
+    def _forward_dynamic(self, copy: Copy, table: InterestTable | TreeTable) -> list[Copy]:
         onward = []
-        for tag, origins in sorted(table.forward(copy.key, self.headers, copy.destinations).items()):
+        plan = table.forward(copy.key, self.headers, copy.destinations)
+        if isinstance(table, InterestTable):  # (a TreeTable counts what it examines itself)
+            self.work["origins examined"] += sum(map(len, plan.values()))
+        for tag, origins in sorted(plan.items()):
             node = self._downstream(copy.node, copy.exchange, tag)
             if node is not None:
                 moved = _moved(copy, node, copy.exchange, copy.key)

@@ -37,7 +37,11 @@ def test_every_plain_case_routes_as_expected(spark: SparkSession) -> None:
         ],
         f"{jobs.MESSAGE_SCHEMA}, exchange string, routing_key string, headers string",
     )
-    routes = jobs.route_classes(classes, spark.sparkContext.broadcast(scenario)).collect()
+    shared = spark.sparkContext.broadcast(scenario)
+    routes = jobs.route_classes(classes, shared).collect()
+    # a frame per class or two gives the same rows as one per Arrow batch
+    one_by_one = jobs.route_classes(classes, shared, rows_per_frame=1).collect()
+    assert sorted(map(repr, one_by_one)) == sorted(map(repr, routes))
     found: dict[int, set[str]] = {number: set() for number in range(len(CASES))}
     for row in routes:
         assert row.kind == "deliver" and row.path == [] and row.copies == 1
