@@ -46,14 +46,13 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    traffic = jobs.link_traffic(
-        jobs.offered(steps, routes, failures), link_df, scenario.steps, failures
-    ).cache()
+    carried = jobs.carried(steps, routes).cache()
+    traffic = jobs.link_traffic(jobs.offered(carried, failures), link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
     )
-    delivered = jobs.deliveries(steps, routes, traffic, failures).cache()
+    delivered = jobs.deliveries(carried, traffic, failures).cache()
     queues = jobs.queue_table(delivered, jobs.duplicates(steps, routes, failures)).cache()
     found = {
         "links": traffic,

@@ -147,16 +147,38 @@ def route_classes(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFram
 # -- 3. traffic ---------------------------------------------------------------------------------
 
 
-def offered(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataFrame:
-    """Messages and bytes offered to each link at each step: every class's crossings times
-    its messages, except copies lost at an earlier link that was down and transient."""
-    crossings = routes.where(F.col("kind") == "cross").select("cid", "link", "path", "copies")
-    joined = steps.select("cid", "step", "messages", "bytes").join(crossings, "cid")
-    kept = joined.where(~failures.blocked(F.col("path"), F.col("step")))
-    return kept.groupBy("link", "step").agg(
-        F.sum(F.col("messages") * F.col("copies")).alias("messages"),
-        F.sum(F.col("bytes") * F.col("copies")).alias("bytes"),
+#: What tells two routes apart once the classes are summed away.
+ROUTE = ["kind", "link", "path", "at", "queue"]
+
+
+def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
+    """Per route (kind, link, path, at, queue) and step, the messages and bytes it carries,
+    summed over the classes that take it (each class's messages times its copies). This is
+    the one join whose size is classes x steps x routes per class: it runs on numbers only
+    (the class number and a route number from a small table of distinct routes, numbered in
+    their sort order so that every computation of it agrees), and the routes' columns come
+    back once per route and step."""
+    keyed = routes.fillna("", ["link", "at", "queue"])  # so that the route columns join
+    numbered = keyed.select(*ROUTE).distinct().withColumn("rid", F.row_number().over(Window.orderBy(*ROUTE)))
+    by_class = keyed.join(numbered, ROUTE).select("cid", "rid", "copies")
+    sums = (
+        steps.select("cid", "step", "messages", "bytes")
+        .join(by_class, "cid")
+        .groupBy("rid", "step")
+        .agg(
+            F.sum(F.col("messages") * F.col("copies")).alias("messages"),
+            F.sum(F.col("bytes") * F.col("copies")).alias("bytes"),
+        )
     )
+    return sums.join(numbered, "rid").select(*ROUTE, "step", "messages", "bytes")
+
+
+def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
+    """Messages and bytes offered to each link at each step (from `carried`): what every
+    crossing carries, except copies lost at an earlier link that was down and transient."""
+    crossings = carried_df.where(F.col("kind") == "cross")
+    kept = crossings.where(~failures.blocked(F.col("path"), F.col("step")))
+    return kept.groupBy("link", "step").agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
 
 
 def backlog(arrivals: Column, capacity: Column, by: list[str], order: str) -> Column:
@@ -224,11 +246,10 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
 # -- 4. outcomes --------------------------------------------------------------------------------
 
 
-def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
-    """Delay over each delivery path at each step: the latency plus queueing delay of its
-    links. Computed per distinct path, not per delivery: many classes share a path."""
-    paths = routes.where((F.col("kind") == "deliver") & (F.size("path") > 0)).select("path").distinct()
-    hops = paths.select("path", F.explode("path").alias("link"))
+def path_delays(paths: DataFrame, traffic: DataFrame) -> DataFrame:
+    """Delay over each delivery path (a column `path`) at each step: the latency plus
+    queueing delay of its links. Computed per distinct path: many classes share a path."""
+    hops = paths.where(F.size("path") > 0).select("path").distinct().select("path", F.explode("path").alias("link"))
     per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
     return (
         hops.join(per_link, "link")
@@ -237,26 +258,18 @@ def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
     )
 
 
-def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
-    """One row per delivery path, queue and step: the copies the queue gets that way (`n`,
-    messages x copies summed over the classes taking the path), whether they are lost (a
-    transient link on the path was down) or delayed (a durable one was), their hops and delay
-    (latency plus queueing over the path's links). Classes are summed away first (one join on
-    the class number and one aggregation), so the failure and delay columns are computed per
-    path and step, not per class."""
-    paths = routes.where(F.col("kind") == "deliver").select("cid", "at", "queue", "path", "copies")
-    per_path = (
-        steps.select("cid", "step", "messages")
-        .join(paths, "cid")
-        .groupBy("path", "at", "queue", "step")
-        .agg(F.sum(F.col("messages") * F.col("copies")).alias("n"))
-    )
-    rows = per_path.join(path_delays(routes, traffic), ["path", "step"], "left")
+def deliveries(carried_df: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
+    """One row per delivery path, queue and step (from `carried`): the copies the queue gets
+    that way (`n`), whether they are lost (a transient link on the path was down) or delayed
+    (a durable one was), their hops and delay (latency plus queueing over the path's links).
+    The failure and delay columns are computed per path and step, not per class."""
+    paths = carried_df.where(F.col("kind") == "deliver")
+    rows = paths.join(path_delays(paths, traffic), ["path", "step"], "left")
     return rows.select(
         "at",
         "queue",
         "step",
-        "n",
+        F.col("messages").alias("n"),
         F.size("path").cast("bigint").alias("hops"),
         failures.blocked(F.col("path"), F.col("step")).alias("lost"),
         failures.through_down(F.col("path"), F.col("step")).alias("through_down"),
