@@ -14,7 +14,7 @@ import pandas as pd
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
-from simulations.workload import events, key_probabilities, publishing
+from simulations.workload import events, key_draw, publishing
 from simulations.world import ClassRoute, LinkId, Window, World, link_ends
 from simulations.world import Path as HopPath
 
@@ -82,12 +82,12 @@ def _count_events(
     scenario: Scenario, progress: Progress
 ) -> tuple[dict[tuple[int, str, int, int], list[int]], dict[str, list[int]]]:
     """(entry, node, key, step) -> [messages, bytes], counted one event at a time."""
-    probabilities = key_probabilities(scenario.keys)
+    draw = key_draw(scenario.keys)
     counts: dict[tuple[int, str, int, int], list[int]] = defaultdict(lambda: [0, 0])
     published: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     sources = publishing(scenario)
     for number, (entry, node) in enumerate(sources):
-        drawn = events(scenario, entry, node, probabilities)
+        drawn = events(scenario, entry, node, draw)
         for step, key, size in zip(
             drawn["step"].tolist(), drawn["key"].tolist(), drawn["size"].tolist(), strict=True
         ):

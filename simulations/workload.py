@@ -2,15 +2,24 @@
 publish events. Both engines call these functions, so they see the same events; draws are
 vectorised per publishing node (numpy), never per event.
 
-Every draw has its own generator seeded by (scenario seed, entry, node), so a node's events do
-not depend on which other nodes publish, nor on how a Spark job partitions the nodes.
+Bindings are drawn with a generator seeded by (scenario seed, entry, node). A publish event is
+defined by a hash, so that Spark computes it with built-in column functions and this module
+with numpy, exactly alike: event number i of a publishing node (counted from 0 in step order)
+has h = xxhash64(source seed, i) and g = xxhash64(source seed, i, 1), Spark's xxhash64 over
+bigints (seed 42, each value's hash seeding the next), where the source seed comes from
+(scenario seed, entry, node) (source_seed). Its key is drawn from the key probabilities by
+Walker's alias method with the table KeyDraw (bucket from h's high 32 bits, accepted when h's
+low 32 bits are under the bucket's threshold, else the bucket's alias); its size is
+low + (g >>> 1) mod (high - low + 1). A node's events depend on nothing but the scenario and
+the node, never on which other nodes publish nor on how Spark partitions them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -120,17 +129,110 @@ def step_counts(scenario: Scenario, publishers: Publishers) -> np.ndarray:
     return np.diff(running, prepend=0)
 
 
-def events(scenario: Scenario, entry: int, node: str, probabilities: np.ndarray) -> dict[str, np.ndarray]:
+#: xxHash64's primes, as Spark's XXH64 uses them.
+_P1, _P2, _P3, _P4, _P5 = (
+    np.uint64(p)
+    for p in (
+        0x9E3779B185EBCA87,
+        0xC2B2AE3D27D4EB4F,
+        0x165667B19E3779F9,
+        0x85EBCA77C2B2AE63,
+        0x27D4EB2F165667C5,
+    )
+)
+#: The seed Spark's xxhash64 function starts from.
+SPARK_HASH_SEED = 42
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _hash_long(value: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    """Spark's XXH64.hashLong over uint64 arrays (arithmetic wraps modulo 2**64)."""
+    h = seed + _P5 + np.uint64(8)
+    h ^= _rotl(value * _P2, 31) * _P1
+    h = _rotl(h, 27) * _P1 + _P4
+    h ^= h >> np.uint64(33)
+    h *= _P2
+    h ^= h >> np.uint64(29)
+    h *= _P3
+    h ^= h >> np.uint64(32)
+    return h
+
+
+def xxhash64(*values: np.ndarray | int) -> np.ndarray:
+    """Spark SQL's xxhash64(v1, v2, ...) over bigint values, as unsigned 64-bit integers."""
+    arrays = [np.asarray(v, dtype=np.int64).astype(np.uint64) for v in values]
+    h = np.full(np.broadcast(*arrays).shape, SPARK_HASH_SEED, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for array in arrays:
+            h = _hash_long(np.broadcast_to(array, h.shape), h)
+    return h
+
+
+def source_seed(scenario: Scenario, entry: int, node: str) -> int:
+    """The seed of one publishing node's events: a signed 64-bit number from (scenario seed,
+    entry, node)."""
+    digest = hashlib.blake2b(f"{scenario.seed}:pub:{entry}:{node}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+@dataclass(frozen=True)
+class KeyDraw:
+    """Walker's alias table for the key probabilities, in integers so that both engines take
+    the same decisions: an event in bucket j (of `size`) keeps key j when its 32-bit draw is
+    under threshold[j] (out of 2**32), else takes alias[j]."""
+
+    size: int
+    threshold: tuple[int, ...]
+    alias: tuple[int, ...]
+
+
+def key_draw(keys: KeySpace) -> KeyDraw:
+    """The alias table of the key space's distribution (Vose's construction)."""
+    probabilities = key_probabilities(keys)
+    size = len(probabilities)
+    scaled = [float(p) * size for p in probabilities]
+    threshold, alias = [1 << 32] * size, list(range(size))
+    small = [j for j, p in enumerate(scaled) if p < 1.0]
+    large = [j for j, p in enumerate(scaled) if p >= 1.0]
+    while small and large:
+        low, high = small.pop(), large[-1]
+        threshold[low] = min(1 << 32, round(scaled[low] * (1 << 32)))
+        alias[low] = high
+        scaled[high] -= 1.0 - scaled[low]
+        if scaled[high] < 1.0:
+            small.append(large.pop())
+    return KeyDraw(size, tuple(threshold), tuple(alias))
+
+
+def size_range(publishers: Publishers) -> tuple[int, int]:
+    """The smallest and largest body a publisher sends, both included."""
+    return max(1, publishers.size // 2), publishers.size * 3 // 2
+
+
+def draw_keys(draw: KeyDraw, h: np.ndarray) -> np.ndarray:
+    """Key numbers from event hashes h (uint64), by the alias table."""
+    bucket = ((h >> np.uint64(32)) * np.uint64(draw.size)) >> np.uint64(32)
+    bucket = bucket.astype(np.int64)
+    below = (h & np.uint64(0xFFFFFFFF)).astype(np.int64) < np.asarray(draw.threshold, dtype=np.int64)[bucket]
+    return np.where(below, bucket, np.asarray(draw.alias, dtype=np.int64)[bucket])
+
+
+def events(scenario: Scenario, entry: int, node: str, draw: KeyDraw | None = None) -> dict[str, np.ndarray]:
     """The publish events of one node of publisher entry `entry`: columns step, key (the key's
-    number) and size (bytes), one row per message, in step order."""
+    number) and size (bytes), one row per message, in step order (see the module's docstring
+    for the draw)."""
     publishers = scenario.publishers[entry]
+    draw = draw or key_draw(scenario.keys)
     counts = step_counts(scenario, publishers)
-    total = int(counts.sum())
-    seed = [scenario.seed, entry, *node.encode()]
-    rng = np.random.default_rng(seed)
-    low = max(1, publishers.size // 2)
+    index = np.arange(int(counts.sum()), dtype=np.int64)
+    seed = source_seed(scenario, entry, node)
+    low, high = size_range(publishers)
+    spread = (xxhash64(seed, index, 1) >> np.uint64(1)) % np.uint64(high - low + 1)
     return {
         "step": np.repeat(np.arange(scenario.steps, dtype=np.int32), counts),
-        "key": rng.choice(len(probabilities), size=total, p=probabilities).astype(np.int32),
-        "size": rng.integers(low, publishers.size * 3 // 2, size=total, endpoint=True).astype(np.int64),
+        "key": draw_keys(draw, xxhash64(seed, index)).astype(np.int32),
+        "size": (low + spread.astype(np.int64)).astype(np.int64),
     }

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
-from simulations.workload import publishing
+from simulations.workload import key_draw
 from simulations.world import World, link_ends
 from spark import jobs
 from spark.failures import Failures
@@ -29,13 +29,13 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
     progress("events", 0.0, 0.2)
-    sources = spark.createDataFrame(publishing(scenario), "entry int, node string")
-    sources = sources.repartition(max(1, spark.sparkContext.defaultParallelism), "node")
-    steps = jobs.class_steps(jobs.publish_events(sources, shared)).cache()
-    steps.count()
+    events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
+    steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     progress("routing", 0.2, 0.4)
-    classes = steps.select(*jobs.CLASS).distinct()
-    routes = jobs.route_classes(jobs.class_messages(classes, shared), shared).cache()
+    # Routing is the one Python step: spread the classes over every core (a repartition to a
+    # number of partitions is never coalesced by adaptive execution).
+    classes = steps.select("cid", *jobs.CLASS).distinct().repartition(spark.sparkContext.defaultParallelism)
+    routes = jobs.route_classes(classes, shared).cache()
     links = sorted(row.link for row in routes.where("kind = 'cross'").select("link").distinct().collect())
     failures = Failures.of(
         world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
@@ -46,15 +46,14 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    traffic = jobs.link_traffic(
-        jobs.offered(steps, routes, failures), link_df, scenario.steps, failures
-    ).cache()
+    carried = jobs.carried(steps, routes).cache()
+    traffic = jobs.link_traffic(jobs.offered(carried, failures), link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
     )
-    delivered = jobs.deliveries(steps, routes, traffic, failures).cache()
-    queues = jobs.queue_table(delivered).cache()
+    delivered = jobs.deliveries(carried, traffic, failures).cache()
+    queues = jobs.queue_table(delivered, jobs.duplicates(steps, routes, failures)).cache()
     found = {
         "links": traffic,
         "nodes": jobs.node_table(nodes, steps, routes, traffic, queues),

@@ -12,21 +12,21 @@ from collections.abc import Iterator
 from functools import reduce
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark import Broadcast
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
-from simulations.workload import events, key_probabilities
+from simulations.workload import KeyDraw, publishing, size_range, source_seed, step_counts
 from simulations.world import World
 from spark.failures import Failures
 
 CLASS = ["entry", "node", "key"]
-EVENTS_SCHEMA = "entry int, node string, step bigint, key int, size bigint"
-MESSAGE_SCHEMA = "entry int, node string, key int"
 ROUTES_SCHEMA = (
-    f"{MESSAGE_SCHEMA}, kind string, link string, path array<string>, at string, queue string, copies bigint"
+    "cid bigint, entry int, node string, key int, kind string, link string, path array<string>, "
+    "at string, queue string, copies bigint"
 )
 
 #: Route rows a routing task hands to Arrow at a time (classes of 10,000 nodes make about
@@ -49,68 +49,100 @@ def _world(scenario: Broadcast[Scenario]) -> World:
 # -- 1. events ----------------------------------------------------------------------------------
 
 
-def publish_events(sources: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
-    """(entry, node) publishing sources -> one row per publish event (entry, node, step, key,
-    size), drawn by simulations.workload, vectorised per source."""
+def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
+    """The publishing nodes (entry, node, node_index, seed, low, high) and, per publisher entry,
+    its steps with messages (entry, step, first, count: events first .. first + count - 1 of
+    each of its nodes), joined: one row per publishing node and step it publishes in. Small
+    (nodes x steps), built on the driver from the scenario alone."""
+    index = {name: number for number, name in enumerate(scenario.topology.nodes)}
+    sources = [
+        (entry, node, index[node], source_seed(scenario, entry, node), *size_range(scenario.publishers[entry]))
+        for entry, node in publishing(scenario)
+    ]
+    schedule = []
+    for entry, publishers in enumerate(scenario.publishers):
+        counts = step_counts(scenario, publishers)
+        firsts = np.cumsum(counts) - counts
+        schedule += [(entry, int(step), int(firsts[step]), int(counts[step])) for step in np.flatnonzero(counts)]
+    sources_df = spark.createDataFrame(
+        sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
+    )
+    schedule_df = spark.createDataFrame(schedule, "entry int, step bigint, first bigint, count bigint")
+    return sources_df.join(F.broadcast(schedule_df), "entry")
 
-    def draw(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        value = scenario.value
-        probabilities = key_probabilities(value.keys)
-        for batch in batches:
-            for entry, node in zip(batch["entry"], batch["node"], strict=True):
-                drawn = events(value, int(entry), str(node), probabilities)
-                yield pd.DataFrame({"entry": int(entry), "node": str(node), **drawn})
 
-    return sources.mapInPandas(draw, EVENTS_SCHEMA)
+def publish_events(sources: DataFrame, draw: KeyDraw) -> DataFrame:
+    """publish_sources -> one row per publish event (entry, node, node_index, step, key, size),
+    by the draw of simulations.workload in built-in functions: the events' numbers are
+    exploded from each (node, step) row, the key and size are hashes of (seed, number)."""
+    numbered = sources.select(
+        "entry",
+        "node",
+        "node_index",
+        "step",
+        "seed",
+        "low",
+        "high",
+        F.explode(F.sequence(F.col("first"), F.col("first") + F.col("count") - 1)).alias("number"),
+    )
+    h = F.xxhash64(F.col("seed"), F.col("number"))
+    g = F.xxhash64(F.col("seed"), F.col("number"), F.lit(1).cast("bigint"))
+    bucket = F.shiftrightunsigned(F.shiftrightunsigned(h, 32) * F.lit(draw.size), 32).cast("int")
+    threshold = F.array(*(F.lit(t).cast("bigint") for t in draw.threshold))
+    alias = F.array(*(F.lit(a) for a in draw.alias))
+    keep = h.bitwiseAND(F.lit(0xFFFFFFFF)) < F.element_at(threshold, bucket + 1)
+    span = F.col("high") - F.col("low") + 1
+    return numbered.select(
+        "entry",
+        "node",
+        "node_index",
+        "step",
+        F.when(keep, bucket).otherwise(F.element_at(alias, bucket + 1)).alias("key"),
+        (F.col("low") + F.shiftrightunsigned(g, 1) % span).alias("size"),
+    )
 
 
-def class_steps(events_df: DataFrame) -> DataFrame:
-    """Events -> messages and bytes per class and step."""
-    return events_df.groupBy(*CLASS, "step").agg(F.count("*").alias("messages"), F.sum("size").alias("bytes"))
+def class_steps(events_df: DataFrame, nodes: int, keys: int) -> DataFrame:
+    """Events -> messages and bytes per class and step, with the class's number `cid`
+    ((entry x nodes + node_index) x keys + key), a cheap key for the joins with routes."""
+    cid = (F.col("entry").cast("bigint") * nodes + F.col("node_index")) * keys + F.col("key")
+    return events_df.groupBy(cid.alias("cid"), *CLASS, "step").agg(
+        F.count("*").alias("messages"), F.sum("size").alias("bytes")
+    )
 
 
 # -- 2. routing ---------------------------------------------------------------------------------
 
 
-def class_messages(classes: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
-    """Classes (entry, node, key) -> with the message each publishes: exchange, routing_key
-    and headers (JSON), as simulations.world says."""
-
-    def describe(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        world = _world(scenario)
-        for batch in batches:
-            found = [world.message(int(e), int(k)) for e, k in zip(batch["entry"], batch["key"], strict=True)]
-            yield batch.assign(
-                exchange=[exchange for exchange, _, _ in found],
-                routing_key=[key for _, key, _ in found],
-                headers=[json.dumps(headers) for _, _, headers in found],
-            )
-
-    return classes.mapInPandas(
-        describe, f"{MESSAGE_SCHEMA}, exchange string, routing_key string, headers string"
-    )
-
-
 def route_classes(
     classes: DataFrame, scenario: Broadcast[Scenario], rows_per_frame: int = ROUTE_ROWS
 ) -> DataFrame:
-    """Classes with their message (class_messages) -> their routes, one row per crossing (kind
-    "cross": `link` with the `path` before it) and per delivery (kind "deliver": queue `queue`
-    on node `at`, `path` the hops to it), with the copies that take it. Each class is routed
-    once, by the shared model. A task hands its rows to Arrow `rows_per_frame` at a time or
-    so (a frame closes after the class that fills it)."""
+    """Classes (cid, entry, node, key; optionally with their message given as exchange,
+    routing_key and headers as JSON) -> their routes, one row per crossing (kind "cross":
+    `link` with the `path` before it) and per delivery (kind "deliver": queue `queue` on node
+    `at`, `path` the hops to it), with the copies that take it. Each class is routed once, by
+    the shared model, with the message simulations.world says it publishes (exchange, routing
+    key, headers). A task hands its rows to Arrow `rows_per_frame` at a time or so (a frame
+    closes after the class that fills it)."""
 
-    names = ["entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"]
+    names = ["cid", "entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"]
 
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         world = _world(scenario)
         for batch in batches:
             rows: list[tuple[Any, ...]] = []
             flushed = False
-            columns = [batch[c] for c in ("entry", "node", "key", "exchange", "routing_key", "headers")]
-            for entry, node, key, exchange, routing_key, headers in zip(*columns, strict=True):
-                found = world.route(str(node), str(exchange), str(routing_key), json.loads(headers))
-                cls = (int(entry), str(node), int(key))
+            columns = [batch[c] for c in ("cid", "entry", "node", "key")]
+            given = "exchange" in batch  # messages given, rather than drawn from the key space
+            messages = zip(batch["exchange"], batch["routing_key"], batch["headers"]) if given else None
+            for cid, entry, node, key in zip(*columns, strict=True):
+                if messages is not None:
+                    exchange, routing_key, headers = next(messages)
+                    message = (str(exchange), str(routing_key), json.loads(headers))
+                else:
+                    message = world.message(int(entry), int(key))
+                found = world.route(str(node), *message)
+                cls = (int(cid), int(entry), str(node), int(key))
                 rows += [
                     (*cls, "cross", link, list(before), None, None, n) for link, before, n in found.crossings
                 ]
@@ -127,16 +159,38 @@ def route_classes(
 # -- 3. traffic ---------------------------------------------------------------------------------
 
 
-def offered(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataFrame:
-    """Messages and bytes offered to each link at each step: every class's crossings times
-    its messages, except copies lost at an earlier link that was down and transient."""
-    crossings = routes.where(F.col("kind") == "cross").select(*CLASS, "link", "path", "copies")
-    joined = steps.join(crossings, CLASS)
-    kept = joined.where(~failures.blocked(F.col("path"), F.col("step")))
-    return kept.groupBy("link", "step").agg(
-        F.sum(F.col("messages") * F.col("copies")).alias("messages"),
-        F.sum(F.col("bytes") * F.col("copies")).alias("bytes"),
+#: What tells two routes apart once the classes are summed away.
+ROUTE = ["kind", "link", "path", "at", "queue"]
+
+
+def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
+    """Per route (kind, link, path, at, queue) and step, the messages and bytes it carries,
+    summed over the classes that take it (each class's messages times its copies). This is
+    the one join whose size is classes x steps x routes per class: it runs on numbers only
+    (the class number and a route number from a small table of distinct routes, numbered in
+    their sort order so that every computation of it agrees), and the routes' columns come
+    back once per route and step."""
+    keyed = routes.fillna("", ["link", "at", "queue"])  # so that the route columns join
+    numbered = keyed.select(*ROUTE).distinct().withColumn("rid", F.row_number().over(Window.orderBy(*ROUTE)))
+    by_class = keyed.join(numbered, ROUTE).select("cid", "rid", "copies")
+    sums = (
+        steps.select("cid", "step", "messages", "bytes")
+        .join(by_class, "cid")
+        .groupBy("rid", "step")
+        .agg(
+            F.sum(F.col("messages") * F.col("copies")).alias("messages"),
+            F.sum(F.col("bytes") * F.col("copies")).alias("bytes"),
+        )
     )
+    return sums.join(numbered, "rid").select(*ROUTE, "step", "messages", "bytes")
+
+
+def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
+    """Messages and bytes offered to each link at each step (from `carried`): what every
+    crossing carries, except copies lost at an earlier link that was down and transient."""
+    crossings = carried_df.where(F.col("kind") == "cross")
+    kept = crossings.where(~failures.blocked(F.col("path"), F.col("step")))
+    return kept.groupBy("link", "step").agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
 
 
 def backlog(arrivals: Column, capacity: Column, by: list[str], order: str) -> Column:
@@ -204,11 +258,10 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
 # -- 4. outcomes --------------------------------------------------------------------------------
 
 
-def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
-    """Delay over each delivery path at each step: the latency plus queueing delay of its
-    links. Computed per distinct path, not per delivery: many classes share a path."""
-    paths = routes.where((F.col("kind") == "deliver") & (F.size("path") > 0)).select("path").distinct()
-    hops = paths.select("path", F.explode("path").alias("link"))
+def path_delays(paths: DataFrame, traffic: DataFrame) -> DataFrame:
+    """Delay over each delivery path (a column `path`) at each step: the latency plus
+    queueing delay of its links. Computed per distinct path: many classes share a path."""
+    hops = paths.where(F.size("path") > 0).select("path").distinct().select("path", F.explode("path").alias("link"))
     per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
     return (
         hops.join(per_link, "link")
@@ -217,20 +270,18 @@ def path_delays(routes: DataFrame, traffic: DataFrame) -> DataFrame:
     )
 
 
-def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
-    """One row per class, step and delivery path (the path itself dropped once used): the
-    copies a queue gets (`n` = messages x copies), whether they are lost (a transient link on the path was down) or delayed (a
-    durable one was), their hops and delay (latency plus queueing over the path's links)."""
-    paths = routes.where(F.col("kind") == "deliver").select(*CLASS, "at", "queue", "path", "copies")
-    rows = steps.join(paths, CLASS).join(path_delays(routes, traffic), ["path", "step"], "left")
+def deliveries(carried_df: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
+    """One row per delivery path, queue and step (from `carried`): the copies the queue gets
+    that way (`n`), whether they are lost (a transient link on the path was down) or delayed
+    (a durable one was), their hops and delay (latency plus queueing over the path's links).
+    The failure and delay columns are computed per path and step, not per class."""
+    paths = carried_df.where(F.col("kind") == "deliver")
+    rows = paths.join(path_delays(paths, traffic), ["path", "step"], "left")
     return rows.select(
-        *CLASS,
-        "step",
         "at",
         "queue",
-        "copies",
-        "messages",
-        (F.col("messages") * F.col("copies")).alias("n"),
+        "step",
+        F.col("messages").alias("n"),
         F.size("path").cast("bigint").alias("hops"),
         failures.blocked(F.col("path"), F.col("step")).alias("lost"),
         failures.through_down(F.col("path"), F.col("step")).alias("through_down"),
@@ -238,16 +289,30 @@ def deliveries(steps: DataFrame, routes: DataFrame, traffic: DataFrame, failures
     )
 
 
-def queue_table(delivered: DataFrame) -> DataFrame:
-    """The `queues` table from the delivery rows."""
-    kept = ~F.col("lost")
-    duplicates = (
-        delivered.where(kept)
-        .groupBy(*CLASS, "step", "at", "queue")
+def duplicates(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataFrame:
+    """Per queue (at, queue), the copies of one publish it gets beyond the first, summed over
+    publishes: only classes that reach a queue more than once (by several paths or several
+    copies on one path) can make any, so only their rows are joined with the steps."""
+    paths = routes.where(F.col("kind") == "deliver").select("cid", "at", "queue", "path", "copies")
+    many = (
+        paths.groupBy("cid", "at", "queue")
+        .agg(F.sum("copies").alias("total"))
+        .where(F.col("total") > 1)
+        .select("cid", "at", "queue")
+    )
+    rows = paths.join(many, ["cid", "at", "queue"]).join(steps.select("cid", "step", "messages"), "cid")
+    return (
+        rows.where(~failures.blocked(F.col("path"), F.col("step")))
+        .groupBy("cid", "step", "at", "queue")
         .agg((F.first("messages") * (F.sum("copies") - 1)).alias("dups"))
         .groupBy("at", "queue")
         .agg(F.sum("dups").alias("duplicates"))
     )
+
+
+def queue_table(delivered: DataFrame, duplicated: DataFrame) -> DataFrame:
+    """The `queues` table from the delivery rows and the duplicates per queue."""
+    kept = ~F.col("lost")
 
     def total(value: Column, when: Column) -> Column:
         return F.sum(F.when(when, value).otherwise(0)).cast("bigint")
@@ -260,7 +325,7 @@ def queue_table(delivered: DataFrame) -> DataFrame:
         total(F.col("n") * F.col("delay_ms"), kept).alias("total_delay_ms"),
     )
     return (
-        counts.join(duplicates, ["at", "queue"], "left")
+        counts.join(duplicated, ["at", "queue"], "left")
         .fillna(0, ["duplicates"])
         .select(
             F.col("at").alias("node"),
@@ -299,10 +364,8 @@ def node_table(
             F.col(node).alias("node"), *(values.get(c, F.lit(0)).cast("bigint").alias(c) for c in counts)
         )
 
-    routed = (
-        routes.where(F.col("kind") == "deliver").select(*CLASS).distinct().withColumn("routed", F.lit(True))
-    )
-    flagged = steps.join(F.broadcast(routed), CLASS, "left")
+    routed = routes.where(F.col("kind") == "deliver").select("cid").distinct().withColumn("routed", F.lit(True))
+    flagged = steps.join(routed, "cid", "left")
     parts = [
         part(nodes, "node"),
         part(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
-from simulations.scenario import Scenario, load_scenario
-from simulations.workload import events, key_probabilities
+from simulations.scenario import KeySpace, Scenario, load_scenario
+from simulations.workload import draw_keys, events, key_draw, key_probabilities, xxhash64
 from simulations.world import Window
 from spark import jobs
 from spark.failures import Failures
@@ -48,31 +49,71 @@ def test_link_traffic_loses_what_a_transient_link_holds_and_buffers_on_a_durable
 
 def test_offered_drops_copies_lost_at_an_earlier_link(spark: SparkSession) -> None:
     steps = spark.createDataFrame(
-        [(0, "a", 1, 0, 4, 40), (0, "a", 1, 1, 2, 20)],
-        "entry int, node string, key int, step bigint, messages bigint, bytes bigint",
+        [(7, 0, "a", 1, 0, 4, 40), (7, 0, "a", 1, 1, 2, 20)],
+        "cid bigint, entry int, node string, key int, step bigint, messages bigint, bytes bigint",
     )
     routes = spark.createDataFrame(
         [
-            (0, "a", 1, "cross", "a>b", [], None, None, 1),
-            (0, "a", 1, "cross", "b>c", ["a>b"], None, None, 2),
+            (7, 0, "a", 1, "cross", "a>b", [], None, None, 1),
+            (7, 0, "a", 1, "cross", "b>c", ["a>b"], None, None, 2),
         ],
         jobs.ROUTES_SCHEMA,
     )
     failures = Failures.of([Window(1, 2, frozenset({"a>b"}))], {"a>b": False}, 1000)
-    found = {(r.link, r.step): (r.messages, r.bytes) for r in jobs.offered(steps, routes, failures).collect()}
+    found = {(r.link, r.step): (r.messages, r.bytes) for r in jobs.offered(jobs.carried(steps, routes), failures).collect()}
     # At step 1 a>b is down and transient: it is offered its copies (and loses them), b>c none.
     assert found == {("a>b", 0): (4, 40), ("b>c", 0): (8, 80), ("a>b", 1): (2, 20)}
 
 
+def test_duplicates_count_copies_beyond_the_first_that_are_not_lost(spark: SparkSession) -> None:
+    steps = spark.createDataFrame(
+        [(7, 0, "a", 1, 0, 4, 40), (7, 0, "a", 1, 1, 2, 20), (8, 0, "a", 2, 0, 5, 50)],
+        "cid bigint, entry int, node string, key int, step bigint, messages bigint, bytes bigint",
+    )
+    routes = spark.createDataFrame(
+        [
+            (7, 0, "a", 1, "deliver", None, ["a>b"], "b", "q", 1),
+            (7, 0, "a", 1, "deliver", None, ["a>c", "c>b"], "b", "q", 1),
+            (8, 0, "a", 2, "deliver", None, ["a>b"], "b", "q", 1),  # once: no duplicates
+        ],
+        jobs.ROUTES_SCHEMA,
+    )
+    failures = Failures.of([Window(1, 2, frozenset({"a>c"}))], {"a>c": False}, 1000)
+    found = [(r.at, r.queue, r.duplicates) for r in jobs.duplicates(steps, routes, failures).collect()]
+    # Step 0: 4 publishes reach b twice (4 duplicates); step 1: the copy over a>c is lost.
+    assert found == [("b", "q", 4)]
+
+
 def test_events_are_the_workloads_draws(spark: SparkSession) -> None:
     scenario: Scenario = load_scenario(SCENARIOS / "corners.toml")
-    shared = spark.sparkContext.broadcast(scenario)
-    sources = spark.createDataFrame([(0, "a"), (1, "a")], "entry int, node string")
-    found = jobs.publish_events(sources, shared).orderBy("entry", "step", "key", "size").collect()
-    probabilities = key_probabilities(scenario.keys)
+    sources = jobs.publish_sources(spark, scenario).where(F.col("node") == "a")
+    draw = key_draw(scenario.keys)
+    found = jobs.publish_events(sources, draw).orderBy("entry", "step", "key", "size").collect()
     expected = sorted(
         (entry, int(s), int(k), int(z))
         for entry in (0, 1)
-        for s, k, z in zip(*events(scenario, entry, "a", probabilities).values(), strict=True)
+        for s, k, z in zip(*events(scenario, entry, "a", draw).values(), strict=True)
     )
     assert [(r.entry, r.step, r.key, r.size) for r in found] == expected and len(expected) > 100
+
+
+def test_the_draws_hash_is_sparks_xxhash64(spark: SparkSession) -> None:
+    values = [(0, 0), (1, -1), (-(2**63), 2**63 - 1), (123456789, 42), (-5, 10**15)]
+    df = spark.createDataFrame(values, "a bigint, b bigint")
+    found = [
+        (r.h, r.g)
+        for r in df.select(
+            F.xxhash64("a", "b").alias("h"), F.xxhash64("a", "b", F.lit(1).cast("bigint")).alias("g")
+        ).collect()
+    ]
+    a, b = (np.array(column, dtype=np.int64) for column in zip(*values, strict=True))
+    expected = zip(xxhash64(a, b).view(np.int64).tolist(), xxhash64(a, b, 1).view(np.int64).tolist(), strict=True)
+    assert found == list(expected)
+
+
+def test_the_key_draw_follows_the_probabilities() -> None:
+    keys = KeySpace(words=(4, 5), distribution="zipf", zipf_s=1.1)
+    draw = key_draw(keys)
+    drawn = draw_keys(draw, xxhash64(99, np.arange(200_000)))
+    observed = np.bincount(drawn, minlength=draw.size) / len(drawn)
+    assert np.allclose(observed, key_probabilities(keys), atol=0.005)

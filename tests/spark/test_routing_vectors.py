@@ -32,10 +32,10 @@ def test_every_plain_case_routes_as_expected(spark: SparkSession) -> None:
     scenario = Scenario("vectors", "<vectors>", topology_of(CASES), duration=1.0, step=1.0)
     classes = spark.createDataFrame(
         [
-            (number, f"case-{number}", 0, case.exchange, case.routing_key, json.dumps(case.headers))
+            (number, number, f"case-{number}", 0, case.exchange, case.routing_key, json.dumps(case.headers))
             for number, case in enumerate(CASES)
         ],
-        f"{jobs.MESSAGE_SCHEMA}, exchange string, routing_key string, headers string",
+        "cid bigint, entry int, node string, key int, exchange string, routing_key string, headers string",
     )
     shared = spark.sparkContext.broadcast(scenario)
     routes = jobs.route_classes(classes, shared).collect()
