@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--out", help="directory (or hdfs:// or s3a:// URL) for the tables (default: out/<name>)"
     )
-    run.add_argument("--master", default="local[*]", help="Spark master URL (default: local[*])")
+    run.add_argument(
+        "--master", help="Spark master URL (default: the one spark-submit was given, else local[*])"
+    )
     run.add_argument("--engine", choices=("spark", "reference"), default="spark")
     run.add_argument("--partitions", type=int, default=8, help="Spark shuffle partitions (default: 8)")
     report = sub.add_parser("report", help="write report.html with its plots into a run's directory")
@@ -103,7 +105,7 @@ def _progress(stage: str, fraction: float) -> None:
     print(f"amq-sim: {stage:<16} {fraction:6.1%}", file=sys.stderr, flush=True)
 
 
-def _run(scenario: Scenario, out: str, engine: str, master: str, partitions: int) -> int:
+def _run(scenario: Scenario, out: str, engine: str, master: str | None, partitions: int) -> int:
     started = time.monotonic()
     if engine == "reference":
         from simulations import reference

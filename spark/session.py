@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 #: Java versions this pyspark runs on.
 JAVA_VERSIONS = (17, 21)
+LOOPBACK = "127.0.0.1"
 MISSING_JAVA = "Java 17 not found: install openjdk-17-jre-headless (or set JAVA_HOME)"
 
 
@@ -47,21 +49,39 @@ def _version(java: Path) -> int | None:
     return int(major) if major.isdigit() else None
 
 
-def spark_session(master: str = "local[*]", partitions: int = 8, app: str = "amq-sim") -> SparkSession:
-    """A session on `master`; shuffles use `partitions` partitions (the tables are small next
-    to Spark's default of 200), the UI stays off and executors run this Python."""
+def spark_session(master: str | None = None, partitions: int = 8, app: str = "amq-sim") -> SparkSession:
+    """A session on `master` (None: the master spark-submit was given, else local[*]); shuffles
+    use `partitions` partitions (the tables are small next to Spark's default of 200), the UI
+    stays off and executors run this Python. The driver listens on loopback only for a local
+    master or one on this host; a cluster's executors must reach it at its own address."""
     os.environ.setdefault("JAVA_HOME", java_home())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
-        SparkSession.builder.master(master)
-        .appName(app)
+    builder = (
+        SparkSession.builder.appName(app)
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.default.parallelism", str(partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
     )
+    if master is None and not submitted():
+        master = "local[*]"
+    if master is not None:
+        builder = builder.master(master)
+        if on_this_host(master):
+            builder = builder.config("spark.driver.bindAddress", LOOPBACK).config("spark.driver.host", LOOPBACK)
+    return builder.getOrCreate()
+
+
+def submitted() -> bool:
+    """Whether spark-submit started this Python (it hands the driver its JVM's gateway port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def on_this_host(master: str) -> bool:
+    """A local[...] master, or a standalone one on a loopback address."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master).hostname
+    return host in ("localhost", LOOPBACK)
