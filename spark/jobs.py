@@ -56,14 +56,22 @@ def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
     (nodes x steps), built on the driver from the scenario alone."""
     index = {name: number for number, name in enumerate(scenario.topology.nodes)}
     sources = [
-        (entry, node, index[node], source_seed(scenario, entry, node), *size_range(scenario.publishers[entry]))
+        (
+            entry,
+            node,
+            index[node],
+            source_seed(scenario, entry, node),
+            *size_range(scenario.publishers[entry]),
+        )
         for entry, node in publishing(scenario)
     ]
     schedule = []
     for entry, publishers in enumerate(scenario.publishers):
         counts = step_counts(scenario, publishers)
         firsts = np.cumsum(counts) - counts
-        schedule += [(entry, int(step), int(firsts[step]), int(counts[step])) for step in np.flatnonzero(counts)]
+        schedule += [
+            (entry, int(step), int(firsts[step]), int(counts[step])) for step in np.flatnonzero(counts)
+        ]
     sources_df = spark.createDataFrame(
         sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
     )
@@ -134,7 +142,9 @@ def route_classes(
             flushed = False
             columns = [batch[c] for c in ("cid", "entry", "node", "key")]
             given = "exchange" in batch  # messages given, rather than drawn from the key space
-            messages = zip(batch["exchange"], batch["routing_key"], batch["headers"]) if given else None
+            messages = (
+                zip(batch["exchange"], batch["routing_key"], batch["headers"], strict=True) if given else None
+            )
             for cid, entry, node, key in zip(*columns, strict=True):
                 if messages is not None:
                     exchange, routing_key, headers = next(messages)
@@ -190,7 +200,9 @@ def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
     crossing carries, except copies lost at an earlier link that was down and transient."""
     crossings = carried_df.where(F.col("kind") == "cross")
     kept = crossings.where(~failures.blocked(F.col("path"), F.col("step")))
-    return kept.groupBy("link", "step").agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+    return kept.groupBy("link", "step").agg(
+        F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes")
+    )
 
 
 def backlog(arrivals: Column, capacity: Column, by: list[str], order: str) -> Column:
@@ -261,7 +273,12 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
 def path_delays(paths: DataFrame, traffic: DataFrame) -> DataFrame:
     """Delay over each delivery path (a column `path`) at each step: the latency plus
     queueing delay of its links. Computed per distinct path: many classes share a path."""
-    hops = paths.where(F.size("path") > 0).select("path").distinct().select("path", F.explode("path").alias("link"))
+    hops = (
+        paths.where(F.size("path") > 0)
+        .select("path")
+        .distinct()
+        .select("path", F.explode("path").alias("link"))
+    )
     per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
     return (
         hops.join(per_link, "link")
@@ -364,7 +381,9 @@ def node_table(
             F.col(node).alias("node"), *(values.get(c, F.lit(0)).cast("bigint").alias(c) for c in counts)
         )
 
-    routed = routes.where(F.col("kind") == "deliver").select("cid").distinct().withColumn("routed", F.lit(True))
+    routed = (
+        routes.where(F.col("kind") == "deliver").select("cid").distinct().withColumn("routed", F.lit(True))
+    )
     flagged = steps.join(routed, "cid", "left")
     parts = [
         part(nodes, "node"),

@@ -70,7 +70,9 @@ def spark_session(master: str | None = None, partitions: int = 8, app: str = "am
     if master is not None:
         builder = builder.master(master)
         if on_this_host(master):
-            builder = builder.config("spark.driver.bindAddress", LOOPBACK).config("spark.driver.host", LOOPBACK)
+            builder = builder.config("spark.driver.bindAddress", LOOPBACK).config(
+                "spark.driver.host", LOOPBACK
+            )
     return builder.getOrCreate()
 
 

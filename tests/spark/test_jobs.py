@@ -60,7 +60,10 @@ def test_offered_drops_copies_lost_at_an_earlier_link(spark: SparkSession) -> No
         jobs.ROUTES_SCHEMA,
     )
     failures = Failures.of([Window(1, 2, frozenset({"a>b"}))], {"a>b": False}, 1000)
-    found = {(r.link, r.step): (r.messages, r.bytes) for r in jobs.offered(jobs.carried(steps, routes), failures).collect()}
+    found = {
+        (r.link, r.step): (r.messages, r.bytes)
+        for r in jobs.offered(jobs.carried(steps, routes), failures).collect()
+    }
     # At step 1 a>b is down and transient: it is offered its copies (and loses them), b>c none.
     assert found == {("a>b", 0): (4, 40), ("b>c", 0): (8, 80), ("a>b", 1): (2, 20)}
 
@@ -107,7 +110,9 @@ def test_the_draws_hash_is_sparks_xxhash64(spark: SparkSession) -> None:
         ).collect()
     ]
     a, b = (np.array(column, dtype=np.int64) for column in zip(*values, strict=True))
-    expected = zip(xxhash64(a, b).view(np.int64).tolist(), xxhash64(a, b, 1).view(np.int64).tolist(), strict=True)
+    expected = zip(
+        xxhash64(a, b).view(np.int64).tolist(), xxhash64(a, b, 1).view(np.int64).tolist(), strict=True
+    )
     assert found == list(expected)
 
 

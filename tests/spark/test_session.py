@@ -24,7 +24,9 @@ def test_the_driver_stays_on_loopback_only_for_a_master_on_this_host(master: str
     assert on_this_host(master) is local
 
 
-def test_spark_submit_is_told_by_the_gateway_port_it_hands_the_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spark_submit_is_told_by_the_gateway_port_it_hands_the_driver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert not submitted()
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
