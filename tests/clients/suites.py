@@ -151,33 +151,33 @@ def python_env(work: Path, url: str) -> dict[str, str]:
     return {**os.environ, "AMQP_URL": url, "PYTHONPATH": str(stub)}
 
 
-def pika_command(work: Path, _: Path) -> list[str]:
+def _pytest(work: Path, tests: str, *options: str) -> list[str]:
+    """A suite's own pytest on `tests`: quiet, listing failures, errors and skips, 60 s a test,
+    no cache written into the checkout; `options` add the suite's own."""
     python = str(work / "venv" / "bin" / "python")
     return [
         python,
         "-m",
         "pytest",
-        "tests",
+        tests,
         "-q",
         "-rfEs",
         "--timeout",
         "60",
         "-p",
         "no:cacheprovider",
-        "-o",
-        "addopts=",
+        *options,
     ]
+
+
+def pika_command(work: Path, _: Path) -> list[str]:
+    return _pytest(work, "tests", "-o", "addopts=")
 
 
 def aio_command(not_run: list[str]) -> Callable[[Path, Path], list[str]]:
     def command(work: Path, _: Path) -> list[str]:
-        python = str(work / "venv" / "bin" / "python")
         ignored = [f"--ignore={path}" for path in not_run]
-        return [
-            *[python, "-m", "pytest", "tests", "-q", "-rfEs", "--timeout", "60"],
-            *["-p", "docker_stub", "-p", "no:cacheprovider", "-o", "log_cli=false", "-k", "not amqps"],
-            *ignored,
-        ]
+        return _pytest(work, "tests", "-p", "docker_stub", "-o", "log_cli=false", "-k", "not amqps", *ignored)
 
     return command
 
@@ -185,21 +185,7 @@ def aio_command(not_run: list[str]) -> Callable[[Path, Path], list[str]]:
 def py_amqp_command(work: Path, _: Path) -> list[str]:
     """py-amqp (kombu's and so Celery's transport): unit and integration tests, without the
     TLS parameters (no TLS listener; two of them also need a public host)."""
-    python = str(work / "venv" / "bin" / "python")
-    return [
-        python,
-        "-m",
-        "pytest",
-        "t",
-        "-q",
-        "-rfEs",
-        "--timeout",
-        "60",
-        "-p",
-        "no:cacheprovider",
-        "-k",
-        "not tls",
-    ]
+    return _pytest(work, "t", "-k", "not tls")
 
 
 def amqplib_command(_: Path, __: Path) -> list[str]:
