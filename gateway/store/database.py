@@ -49,8 +49,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -235,7 +236,10 @@ class _Backlog:
     __slots__ = ("removed",)
 
     def __init__(self) -> None:
-        self.removed: dict[_Key, int] = {}
+        # An OrderedDict pops its oldest entry in constant time; a dict leaves a hole at its
+        # front per removal, which every later walk from the front steps over until it resizes
+        # (a take after draining 200,000 acks stepped over 100,000 holes).
+        self.removed: OrderedDict[_Key, int] = OrderedDict()
 
     def __bool__(self) -> bool:
         return bool(self.removed)
@@ -250,24 +254,23 @@ class _Backlog:
 
     def take(self, limit: int | None) -> dict[_Key, int]:
         """Pop up to `limit` removals (None: all), oldest first, with their tickets."""
-        if limit is None:
-            limit = len(self.removed)
-        taken = dict(islice(self.removed.items(), limit))
-        for key in taken:
-            del self.removed[key]
-        return taken
+        removed = self.removed
+        if limit is None or limit >= len(removed):
+            self.removed = OrderedDict()
+            return removed
+        return dict(removed.popitem(last=False) for _ in range(limit))
 
     def put_back(self, removed: dict[_Key, int]) -> None:
         """A chunk whose write failed goes back in front, to be written again (a rare, slow
         path: the backlog is copied)."""
-        self.removed = removed | self.removed
+        self.removed = OrderedDict(removed | self.removed)
 
     def settled(self, ticket: int) -> int:
         """The last ticket whose removals are all written, `ticket` being committed."""
         return next(iter(self.removed.values())) - 1 if self.removed else ticket
 
     def forget_queue(self, vhost: str, queue: str) -> None:
-        self.removed = {key: t for key, t in self.removed.items() if _other(key, vhost, queue)}
+        self.removed = OrderedDict((key, t) for key, t in self.removed.items() if _other(key, vhost, queue))
 
 
 def _other(key: _Key, vhost: str, queue: str) -> bool:
@@ -281,8 +284,12 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
-    #: The most removals one commit writes (see _Backlog).
-    SETTLE_CHUNK = 512
+    #: The most removals one commit writes (see _Backlog). A publish arriving while a commit of
+    #: removals runs waits for it: 512 removals (3-14 ms a commit) put a probe's max confirm
+    #: latency beside a drain of 200,000 at 42-44 ms, 128 (1-4 ms) at 27-29 ms (benchmarks
+    #: backlog), with the persistent throughput unchanged. The price: a Tx.Commit-Ok after a
+    #: large ack waits for more, smaller commits.
+    SETTLE_CHUNK = 128
     #: Seconds the checkpointer lets commits add to the WAL before it copies what they wrote.
     CHECKPOINT_INTERVAL = 0.1
 

@@ -280,7 +280,7 @@ async def test_large_batches_span_several_multi_row_statements(store: Store) -> 
     store.remove_message("/", "q2", 1)
     for n in range(131, 280):
         store.mark_delivered("/", "q", n)  # an update of committed rows
-    await store.commit()
+    await store.commit(settle_all=True)  # all 130 removals, not one SETTLE_CHUNK of them
     records = store.load().messages
     assert [(r.message_id, r.redelivered) for r in records[("/", "q")]] == [(1, True)] + [
         (n, n < 280) for n in range(131, 301)
