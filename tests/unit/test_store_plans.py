@@ -210,3 +210,28 @@ async def test_deliveries_cost_one_mark_per_queue_and_commit(store: Store) -> No
         ("b", 4999),
         ("c", 5000),
     ]
+
+
+async def test_removals_are_written_oldest_ticket_first(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acks of several commits wait in the backlog; each commit writes the oldest ones, and
+    `settled` moves past a ticket only when all of its removals are written."""
+    monkeypatch.setattr(Store, "SETTLE_CHUNK", 3)
+    for n in range(1, 11):
+        add(store, n)
+    await store.commit()
+    for n in (1, 2, 3, 4):
+        store.remove_message("/", "q", n)
+    first = await store.commit()  # writes 3 of the 4
+    assert len(queued_ids(store)) == 7 and store.settled < first
+    for n in (5, 6, 7):
+        store.remove_message("/", "q", n)
+    second = await store.commit()  # writes the 4th, then 2 of the second ticket's 3
+    assert store.settled == first
+    assert set(queued_ids(store)) - {5, 6, 7} == {8, 9, 10} and len(queued_ids(store)) == 4
+    store.remove_message("/", "q", 8)
+    third = await store.commit()  # the second ticket's last, then the third's
+    assert store.settled == third > second
+    assert queued_ids(store) == [9, 10]
+    assert not store.pending
