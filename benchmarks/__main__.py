@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import backlog, brokers, harness, memory, report, simulation
+from . import backlog, brokers, harness, memory, report, simulation, workers
 
 RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
 BACKLOG_JSON = Path(__file__).parent / "results" / "backlog.json"
@@ -76,6 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument(
         "--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in"
     )
+    spread = sub.add_parser("workers", help="amq-sim: the Spark engine's speed-up per added worker")
+    spread.add_argument(
+        "--size",
+        default="x".join(str(n) for n in workers.SIZE),
+        help="HUBSxEDGESxEVENTS (default: %(default)s)",
+    )
+    spread.add_argument(
+        "--workers",
+        default=",".join(str(n) for n in workers.WORKERS),
+        help="worker counts, one core each (default: %(default)s)",
+    )
+    spread.add_argument(
+        "--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in"
+    )
     args = parser.parse_args(argv)
     if getattr(args, "messages", 1) < 1 or getattr(args, "repeat", 1) < 1:
         parser.error("--messages and --repeat must be at least 1")
@@ -93,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
         results = simulation.run(sizes, args.master)
         simulation.write(results, args.out)
         print(f"wrote {args.out} and {simulation.RESULTS_JSON}")
+        return 0
+    if args.command == "workers":
+        hubs, edges, events = (int(n) for n in args.size.split("x"))
+        results = workers.run((hubs, edges, events), tuple(int(n) for n in args.workers.split(",")))
+        workers.write(results, args.out)
+        print(f"wrote {args.out} and {workers.RESULTS_JSON}")
         return 0
     if args.command == "memory":
         counts = {key: getattr(args, key) for key, _, _ in memory.SIZES}
