@@ -94,7 +94,8 @@ def route(start: Exchange, message: Message, extra_keys: tuple[str, ...] = ()) -
     only once local routing succeeded, so a message refused with 502 (see `reach`) has gone
     nowhere.
     """
-    found = reach(start, message.routing_key, message.content, extra_keys)
+    # `walk` itself rather than `reach`: a call less per publish.
+    found: set[Queue] = walk(start.vhost, start, message.routing_key, message.content, _headers, extra_keys)
     federation = start.federation
     return found if federation is None else federation.route(message, found)
 

@@ -51,7 +51,8 @@ class VHost:
         """Route a message and enqueue it: (queues reached, a queue that refused it (x-overflow
         or qpid's reject policy) or None, written to store). Its CC and BCC headers add routing
         keys; BCC is removed from what is enqueued."""
-        extra_keys, content = sender_selected(content)
+        # Only a message with headers can have CC or BCC (the test first: a call less per publish).
+        extra_keys, content = ((), content) if content.headers_table is None else sender_selected(content)
         broker = self.broker
         expires_at = None if content.expiration is None else expiration_deadline(content, broker.clock())
         message_id = broker.next_message_id

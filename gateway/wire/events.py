@@ -1,5 +1,8 @@
 """What `ServerConnection.next_event()` and `ClientConnection.next_event()` return: frozen,
-slotted dataclasses, h11 style.
+slotted dataclasses, h11 style, except the two made once per message (`MessageReceived`,
+`MessageDelivered`): a frozen dataclass's __init__ sets each field through object.__setattr__,
+about 680 ns for six fields against 170 ns for a plain slotted one, several percent of what
+a publish costs the node. Nothing keeps or shares an event, so nothing changes one either.
 
 Events carry decoded values only; the connection has already answered whatever the protocol
 answers by itself (Channel.Open-Ok, Close-Ok, the Close for a peer's mistake), so the code
@@ -108,7 +111,7 @@ class MethodReceived(Event):
     method: base.Frame
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageReceived(Event):
     """A Basic.Publish whose content header and body frames have all arrived."""
 
@@ -191,7 +194,7 @@ class ChannelClosedByPeer(Event):
     reply_text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class MessageDelivered(Event):
     """Basic.Deliver with its whole content: a message for one of our consumers."""
 
