@@ -9,9 +9,11 @@ per batch, shared by every write that arrived while the previous batch was being
 
 Cost: every statement finds its rows through a primary key or the queue index (see the
 statements below), so a commit costs in proportion to its own rows. Removals wait in a backlog
-of which one commit writes at most SETTLE_CHUNK: nobody waits for them but Tx.Commit-Ok
-(through `settled`), so a huge ack never holds a later publish's confirm for longer than one
-bounded commit. Topology and enqueued messages are always written whole, in ticket order.
+of which one commit writes SETTLE_CHUNK, or as many as it enqueues if that is more: nobody
+waits for them but Tx.Commit-Ok (through `settled`), so a huge ack never holds a later
+publish's confirm for longer than one bounded commit, and under steady publishing and acking
+the backlog keeps up (a crash brings back only the acks of the last commits). Topology and
+enqueued messages are always written whole, in ticket order.
 
 Deliveries: a queue keeps one mark rather than a flag per entry: each commit raises it to the
 highest message id among the entries the queue handed out and still holds (one delivered and
@@ -318,11 +320,13 @@ class Store:
     one committer task calls `await commit()` in a loop. Use `Store.open`, not the constructor.
     """
 
-    #: The most removals one commit writes (see _Backlog). A publish arriving while a commit of
-    #: removals runs waits for it: 512 removals (3-14 ms a commit) put a probe's max confirm
-    #: latency beside a drain of 200,000 at 42-44 ms, 128 (1-4 ms) at 27-29 ms (benchmarks
-    #: backlog), with the persistent throughput unchanged. The price: a Tx.Commit-Ok after a
-    #: large ack waits for more, smaller commits.
+    #: The removals one commit writes (see _Backlog), or as many as it enqueues if that is
+    #: more. A publish arriving while a commit of removals runs waits for it: 512 removals
+    #: (3-14 ms a commit) put a probe's max confirm latency beside a drain of 200,000 at
+    #: 42-44 ms, 128 (1-4 ms) at 27-29 ms (benchmarks backlog). A fixed 128 let the backlog
+    #: fall behind a steady stream of publishes and acks (the acks of thousands of messages
+    #: came back after a SIGKILL, test_dynamic_route_crash), hence "as many as it enqueues".
+    #: The price: a Tx.Commit-Ok after a large ack waits for more, smaller commits.
     SETTLE_CHUNK = 128
     #: Seconds the checkpointer lets commits add to the WAL before it copies what they wrote.
     CHECKPOINT_INTERVAL = 0.1
@@ -518,8 +522,9 @@ class Store:
 
         The buffer is swapped first, so writes made while this runs go to the next ticket.
         Topology, enqueued messages and delivery marks are written in full; removals join the
-        backlog, of which at most SETTLE_CHUNK are written, oldest first, so the cost of one
-        commit stays bounded however big a batch was (`settled` says how far those are
+        backlog, of which SETTLE_CHUNK, or as many as the batch enqueues, are written, oldest
+        first, so the cost of one commit stays in proportion to its own batch however big an
+        ack was, and the backlog keeps pace with steady traffic (`settled` says how far those are
         durable; `settle_all` writes the whole backlog, for a stop, when nobody publishes any
         more). A batch whose writes all cancelled out completes without touching the disk.
         A failed write raises `WriteFailed`: its new messages are given up, its topology goes
@@ -533,7 +538,7 @@ class Store:
             self._ticket += 1
             backlog = self._backlog
             backlog.extend(batch, ticket)
-            removed = backlog.take(None if settle_all else self.SETTLE_CHUNK)
+            removed = backlog.take(None if settle_all else max(self.SETTLE_CHUNK, len(batch.enqueued)))
             if batch.ops or batch.enqueued or batch.delivered or removed:
                 try:
                     # The delivery marks are made here, on the event loop: made on the worker

@@ -235,3 +235,23 @@ async def test_removals_are_written_oldest_ticket_first(
     assert store.settled == third > second
     assert queued_ids(store) == [9, 10]
     assert not store.pending
+
+
+async def test_the_backlog_keeps_pace_with_steady_publishing_and_acking(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each commit enqueues 50 messages and removes the 50 of the one before: with a fixed
+    chunk of 10 removals the backlog grew by 40 a commit (thousands of acked messages came back
+    after a SIGKILL of a federation source); writing as many removals as it enqueues, it stays
+    at one batch's worth."""
+    monkeypatch.setattr(Store, "SETTLE_CHUNK", 10)
+    previous: list[int] = []
+    for round_ in range(20):
+        batch = list(range(round_ * 50 + 1, round_ * 50 + 51))
+        for n in batch:
+            add(store, n)
+        for n in previous:
+            store.remove_message("/", "q", n)
+        await store.commit()
+        previous = batch
+    assert len(queued_ids(store)) <= 2 * 50
