@@ -227,10 +227,11 @@ class _Batch:
 class _Backlog:
     """Removals of committed tickets not written yet, oldest first.
 
-    Nobody waits for these to publish or declare (an ack has no reply), so a commit writes at
-    most SETTLE_CHUNK of them and leaves the rest to the next: an ack of 200,000 messages then
-    costs each commit a bounded amount, and the publishes that arrive meanwhile are confirmed
-    after one short transaction rather than behind all of it. Removals are kept per ticket,
+    Nobody waits for these to publish or declare (an ack has no reply), so a commit writes
+    SETTLE_CHUNK of them (or as many as it enqueues) and leaves the rest to the next: an ack of
+    200,000 messages then costs each commit a bounded amount, and the publishes that arrive
+    meanwhile are confirmed after one short transaction rather than behind all of it. Removals
+    are kept per ticket,
     oldest first, so `settled` can say up to which ticket they are all durable (what
     Tx.Commit-Ok waits for).
 
