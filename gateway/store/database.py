@@ -231,9 +231,8 @@ class _Backlog:
     SETTLE_CHUNK of them (or as many as it enqueues) and leaves the rest to the next: an ack of
     200,000 messages then costs each commit a bounded amount, and the publishes that arrive
     meanwhile are confirmed after one short transaction rather than behind all of it. Removals
-    are kept per ticket,
-    oldest first, so `settled` can say up to which ticket they are all durable (what
-    Tx.Commit-Ok waits for).
+    are kept per ticket, oldest first, so `settled` can say up to which ticket they are all
+    durable (what Tx.Commit-Ok waits for).
 
     Each ticket keeps its batch's own set rather than the backlog being one mapping of every
     key: a mapping of 170,000 keys that grows copies itself whole, 14 ms on the event loop
