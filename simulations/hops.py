@@ -32,8 +32,8 @@ import numpy as np
 
 from simulations.outcomes import Outcomes
 from simulations.scenario import KeySpace
-from simulations.world import LinkId, link_id
 from simulations.workload import headers_of, routing_key
+from simulations.world import LinkId, link_id
 from topology.flow import PlainForest
 
 #: Copies told apart at a queue: (hops, delay in ms, through a link that was down).
@@ -64,10 +64,12 @@ class TreeTraffic:
         #: Each depth's nodes, a run [start, end) in breadth-first order.
         self.levels = [(depth.index(d), len(depth) - depth[::-1].index(d)) for d in range(max(depth) + 1)]
         self.up_links = [
-            link_id(node, self.nodes[p]) if p >= 0 else "" for node, p in zip(self.nodes, self.parent)
+            link_id(node, self.nodes[p]) if p >= 0 else ""
+            for node, p in zip(self.nodes, self.parent, strict=True)
         ]
         self.down_links = [
-            link_id(self.nodes[p], node) if p >= 0 else "" for node, p in zip(self.nodes, self.parent)
+            link_id(self.nodes[p], node) if p >= 0 else ""
+            for node, p in zip(self.nodes, self.parent, strict=True)
         ]
         matched = np.zeros((len(order), keys.size), dtype=np.int64)
         queue_keys: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -201,7 +203,9 @@ class TreeTraffic:
             for (passes, delay, down, *_), group in _groups(links, start, end):
                 if passes:
                     for where, copies in list(up.items()):
-                        _add_to_parents(up, shift(where, delay, down), self.parent[group], copies[group])
+                        part = copies[group]
+                        if part.any():  # (a bin made for nothing would be shifted on and on)
+                            _add_to_parents(up, shift(where, delay, down), self.parent[group], part)
         at: Bins = {where: copies.copy() for where, copies in up.items()}
         for start, end in self.levels[1:]:
             for (passes_up, delay_up, down_up, passes, delay, down), group in _groups(links, start, end):
@@ -213,8 +217,9 @@ class TreeTraffic:
                         if shift(where, delay_up, down_up) in outside:
                             outside[shift(where, delay_up, down_up)] -= copies[group]
                 for where, copies in outside.items():
-                    target = at.setdefault(shift(where, delay, down), np.zeros_like(published))
-                    target[group] += copies
+                    if copies.any():
+                        target = at.setdefault(shift(where, delay, down), np.zeros_like(published))
+                        target[group] += copies
         return up, at
 
     def _up_sum(self, values: np.ndarray) -> np.ndarray:

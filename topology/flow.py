@@ -44,7 +44,6 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
