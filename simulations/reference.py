@@ -110,11 +110,9 @@ def _on_trees(world: World, counts: Counts) -> tuple[list[TreeTraffic], Counts]:
         if (entry, node) not in places:
             found = world.forest(entry, node)
             exchange = world.scenario.publishers[entry].exchange
-            places[(entry, node)] = (
-                None
-                if found is None
-                else trees.setdefault((exchange, found[1]), TreeTraffic(*found, world.scenario.keys))
-            )
+            if found is not None and (exchange, found[1]) not in trees:
+                trees[(exchange, found[1])] = TreeTraffic(*found, world.scenario.keys)
+            places[(entry, node)] = None if found is None else trees[(exchange, found[1])]
         tree = places[(entry, node)]
         if tree is None:
             rest[(entry, node, key, step)] = [messages, size]
