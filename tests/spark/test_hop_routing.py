@@ -11,6 +11,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from simulations import reference
@@ -77,8 +78,13 @@ queue = "other"
 """
 
 
-def tables_both_ways(scenario: Scenario) -> tuple[dict, dict]:
-    def norm(found: dict) -> dict:
+Tables = dict[str, pd.DataFrame]
+
+
+def tables_both_ways(scenario: Scenario) -> tuple[Tables, Tables]:
+    """The reference engine's tables with plain forests in aggregate, and by paths."""
+
+    def norm(found: Tables) -> Tables:
         return {name: normalised(name, frame) for name, frame in found.items()}
 
     return norm(reference.tables(scenario)), norm(reference.tables(scenario, forests=False))
