@@ -406,17 +406,17 @@ class _Network:
     def plain_forest(self, exchange: str) -> PlainForest | None:
         """The exchange's routing as a PlainForest, or None unless it provably is one."""
         tables = [t for (_, name), t in self.tables.items() if name == exchange]
-        if not tables or not all(isinstance(table, TreeTable) for table in tables):
+        on_trees = [table for table in tables if isinstance(table, TreeTable)]
+        if not tables or len(on_trees) != len(tables):
             return None
-        interest = tables[0].interest  # type: ignore[union-attr]
+        interest = on_trees[0].interest
         trees = interest.breadth_first()
         queue_bindings: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
         for tree in trees:
-            height, depth = 0, {tree[0][0]: 0}
-            for node, parent in tree[1:]:
-                depth[node] = depth[parent] + 1  # type: ignore[index]
-                height = max(height, depth[node])
-            if len(tree) > MAX_COPIES or 2 * height > MAX_HOPS:
+            depth: dict[str, int] = {}
+            for node, parent in tree:
+                depth[node] = 0 if parent is None else depth[parent] + 1
+            if len(tree) > MAX_COPIES or 2 * max(depth.values()) > MAX_HOPS:
                 return None
             for node, _ in tree:
                 for key, arguments, (kind, what) in self.bound.get((node, exchange), ()):
