@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from simulations.hops import TreeTraffic
+from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
 from simulations.workload import events, key_draw, publishing
@@ -20,6 +22,8 @@ from simulations.world import Path as HopPath
 
 Progress = Callable[[str, float], None]
 Class = tuple[int, str, int]
+#: (entry, node, key, step) -> [messages, bytes].
+Counts = dict[tuple[int, str, int, int], list[int]]
 
 
 def run(scenario: Scenario, out: Path, progress: Progress = lambda stage, done: None) -> None:
@@ -28,10 +32,15 @@ def run(scenario: Scenario, out: Path, progress: Progress = lambda stage, done: 
         write_frame(table, frame, out)
 
 
-def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) -> dict[str, pd.DataFrame]:
-    world = World(scenario)
+def tables(
+    scenario: Scenario, progress: Progress = lambda stage, done: None, forests: bool = True
+) -> dict[str, pd.DataFrame]:
+    """Every table; `forests=False` routes every class by its paths, plain forests included
+    (the tests compare the two)."""
+    world = World(scenario, forests)
     counts, published = _count_events(scenario, progress)
     progress("routing", 0.0)
+    trees, counts = _on_trees(world, counts)
     routes: dict[Class, ClassRoute] = {}
     classes = {(e, n, k) for e, n, k, _ in counts}
     for number, cls in enumerate(classes):
@@ -40,14 +49,32 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
     for (entry, node, key, _), (messages, _) in counts.items():
         if not routes[(entry, node, key)].deliveries:
             published[node][1] += messages
-    links = sorted({link for route in routes.values() for link, _, _ in route.crossings})
+    for tree in trees:
+        for node, messages in tree.unrouted().items():
+            published[node][1] += messages
+    crossed = {link for route in routes.values() for link, _, _ in route.crossings}
+    links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
     down = _Down(world, world.windows(links))
-    link_rows: list[dict[str, Any]] = _links(scenario, world, down, counts, routes, links)
+    offered = _offered(scenario, down, counts, routes, links)
+    for tree in trees:
+        tree.offer(down, offered)
+    link_rows: list[dict[str, Any]] = _links(scenario, world, down, offered, links)
     progress("outcomes", 0.0)
     delay = {
         (row["link"], row["step"]): world.props(row["link"]).latency_ms + row["delay_ms"] for row in link_rows
     }
-    queues, delays, delivered = _deliveries(world, down, counts, routes, delay)
+    outcomes = Outcomes()
+    _deliveries(down, counts, routes, delay, outcomes)
+    latency: dict[LinkId, int] = {}
+
+    def link_ms(link: LinkId, step: int) -> int:
+        if (link, step) in delay:
+            return delay[(link, step)]
+        return latency.setdefault(link, world.props(link).latency_ms)
+
+    for tree in trees:
+        tree.deliver(down, link_ms, outcomes)
+    queues, delays = outcomes.rows({name: node.region for name, node in world.topology.nodes.items()})
     sent: dict[str, int] = defaultdict(int)
     received: dict[str, int] = defaultdict(int)
     for row in link_rows:
@@ -61,7 +88,7 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
             "unrouted": published[name][1],
             "sent": sent[name],
             "received": received[name],
-            "delivered": delivered[name],
+            "delivered": outcomes.delivered[name],
         }
         for name, node in world.topology.nodes.items()
     ]
@@ -74,16 +101,34 @@ def tables(scenario: Scenario, progress: Progress = lambda stage, done: None) ->
     }
 
 
+def _on_trees(world: World, counts: Counts) -> tuple[list[TreeTraffic], Counts]:
+    """The counts of publishes into plain forests, per (exchange, tree), and the rest."""
+    trees: dict[tuple[str, int], TreeTraffic] = {}
+    places: dict[tuple[int, str], TreeTraffic | None] = {}
+    rest: Counts = {}
+    for (entry, node, key, step), (messages, size) in counts.items():
+        if (entry, node) not in places:
+            found = world.forest(entry, node)
+            exchange = world.scenario.publishers[entry].exchange
+            if found is not None and (exchange, found[1]) not in trees:
+                trees[(exchange, found[1])] = TreeTraffic(*found, world.scenario.keys)
+            places[(entry, node)] = None if found is None else trees[(exchange, found[1])]
+        tree = places[(entry, node)]
+        if tree is None:
+            rest[(entry, node, key, step)] = [messages, size]
+        else:
+            tree.add(node, key, step, messages, size)
+    return list(trees.values()), rest
+
+
 def _columns(table: str) -> list[str]:
     return [name for name, _ in COLUMNS[table]]
 
 
-def _count_events(
-    scenario: Scenario, progress: Progress
-) -> tuple[dict[tuple[int, str, int, int], list[int]], dict[str, list[int]]]:
+def _count_events(scenario: Scenario, progress: Progress) -> tuple[Counts, dict[str, list[int]]]:
     """(entry, node, key, step) -> [messages, bytes], counted one event at a time."""
     draw = key_draw(scenario.keys)
-    counts: dict[tuple[int, str, int, int], list[int]] = defaultdict(lambda: [0, 0])
+    counts: Counts = defaultdict(lambda: [0, 0])
     published: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     sources = publishing(scenario)
     for number, (entry, node) in enumerate(sources):
@@ -125,20 +170,22 @@ class _Down:
         return max(waits, default=0)
 
 
-def _links(
-    scenario: Scenario,
-    world: World,
-    down: _Down,
-    counts: dict[tuple[int, str, int, int], list[int]],
-    routes: dict[Class, ClassRoute],
-    links: list[LinkId],
-) -> list[dict[str, Any]]:
+def _offered(
+    scenario: Scenario, down: _Down, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
+) -> dict[LinkId, list[list[int]]]:
+    """Per link and step, [messages, bytes] the classes' crossings offer it."""
     offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
     for (entry, node, key, step), (messages, size) in counts.items():
         for link, before, copies in routes[(entry, node, key)].crossings:
             if not down.blocked(before, step):
                 offered[link][step][0] += messages * copies
                 offered[link][step][1] += size * copies
+    return offered
+
+
+def _links(
+    scenario: Scenario, world: World, down: _Down, offered: dict[LinkId, list[list[int]]], links: list[LinkId]
+) -> list[dict[str, Any]]:
     rows = []
     for link in links:
         props = world.props(link)
@@ -181,49 +228,23 @@ def _links(
 
 
 def _deliveries(
-    world: World,
     down: _Down,
-    counts: dict[tuple[int, str, int, int], list[int]],
+    counts: Counts,
     routes: dict[Class, ClassRoute],
     delay: dict[tuple[LinkId, int], int],
-) -> tuple[list[dict[str, object]], list[dict[str, object]], dict[str, int]]:
-    queues: dict[tuple[str, str], dict[str, int]] = {}
-    delays: dict[tuple[str, str, int, int], int] = defaultdict(int)
-    delivered: dict[str, int] = defaultdict(int)
+    outcomes: Outcomes,
+) -> None:
+    """Add every class's deliveries, path by path, to `outcomes`."""
     for (entry, node, key, step), (messages, _) in counts.items():
         copies_at: dict[tuple[str, str], int] = defaultdict(int)
         for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
-            row = queues.setdefault(
-                (where_node, queue),
-                {
-                    "delivered": 0,
-                    "duplicates": 0,
-                    "lost": 0,
-                    "delayed": 0,
-                    "max_hops": 0,
-                    "total_delay_ms": 0,
-                },
-            )
-            row["max_hops"] = max(row["max_hops"], len(path))
+            outcomes.reach(where_node, queue, len(path))
             if down.blocked(path, step):
-                row["lost"] += messages * copies
+                outcomes.lose(where_node, queue, messages * copies)
                 continue
             copies_at[(where_node, queue)] += copies
-            row["delivered"] += messages * copies
-            delivered[where_node] += messages * copies
-            if any(down.down(link, step) for link in path):
-                row["delayed"] += messages * copies
+            through_down = any(down.down(link, step) for link in path)
             total = sum(delay[(link, step)] for link in path)
-            row["total_delay_ms"] += total * messages * copies
-            delays[(where_node, queue, len(path), total)] += messages * copies
-        for where, copies in copies_at.items():
-            queues[where]["duplicates"] += messages * (copies - 1)
-    regions = {name: node.region for name, node in world.topology.nodes.items()}
-    return (
-        [{"node": n, "queue": q, **row} for (n, q), row in queues.items()],
-        [
-            {"node": n, "queue": q, "hops": h, "delay_ms": d, "region": regions[n], "messages": m}
-            for (n, q, h, d), m in delays.items()
-        ],
-        delivered,
-    )
+            outcomes.deliver(where_node, queue, len(path), total, through_down, messages * copies)
+        for (where_node, queue), copies in copies_at.items():
+            outcomes.duplicate(where_node, queue, messages * (copies - 1))

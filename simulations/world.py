@@ -18,7 +18,7 @@ from typing import Any
 
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
-from topology.flow import tracer
+from topology.flow import PlainForest, tracer
 from topology.model import Publisher, Topology
 
 #: A directed link as the tables name it: "from>to" (">" is never in a node name).
@@ -56,11 +56,28 @@ class Window:
 class World:
     """The scenario, concrete (see the module's docstring)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, forests: bool = True) -> None:
         self.scenario = scenario
         self.topology: Topology = with_subscribers(scenario)
         self._trace = tracer(self.topology)
         self._transient = _transient_pairs(self.topology)
+        #: Route publishes on plain forests in aggregate (simulations.hops); the tests turn it
+        #: off to compare with routing every class by its paths.
+        self._forests = forests
+        self._forest: dict[str, PlainForest | None] = {}
+
+    def forest(self, entry: int, node: str) -> tuple[PlainForest, int] | None:
+        """Where publisher entry `entry` publishes on `node` into a plain forest: the forest
+        and the number of the node's tree (simulations.hops routes those publishes), else
+        None (each class is routed by `route`)."""
+        if not self._forests:
+            return None
+        exchange = self.scenario.publishers[entry].exchange
+        if exchange not in self._forest:
+            self._forest[exchange] = self._trace.plain_forest(exchange)
+        forest = self._forest[exchange]
+        tree = forest.tree_of(node) if forest is not None else None
+        return None if forest is None or tree is None else (forest, tree)
 
     def message(self, entry: int, key: int) -> tuple[str, str, dict[str, Any]]:
         """What publisher entry `entry` sends with key number `key`: (exchange, routing key,

@@ -44,7 +44,6 @@ followed for at most MAX_HOPS node-to-node hops (the checks report such cycles).
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,7 +53,9 @@ from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS
 from gateway.routing.graph import ExchangeGraph
 from gateway.routing.interest import InterestTable
+from gateway.routing.matchers import matcher_for
 from gateway.routing.predicate import binding_matches
+from gateway.routing.sender_selected import extra_routing_keys
 from topology.graph import dynamic_tags
 from topology.model import Binding, Exchange, Federation, Publisher, Route, Topology, federatable
 from topology.tree_interest import TreeInterest, TreeTable
@@ -115,11 +116,75 @@ def trace_flow(topology: Topology, publisher: Publisher, headers: dict[str, Any]
     return _Network(topology).publish(publisher, headers)
 
 
-def tracer(topology: Topology) -> Callable[[Publisher, dict[str, Any] | None], FlowResult]:
+class Tracer:
     """`trace_flow` for many publishes on one topology: interest converges once (the simulator
     routes every class of publish with it), and the bindings that took each copy are not
     collected (`FlowResult.bindings` stays empty; only the checks read it)."""
-    return _Network(topology, record_bindings=False).publish
+
+    def __init__(self, topology: Topology) -> None:
+        self._network = _Network(topology, record_bindings=False)
+
+    def __call__(self, publisher: Publisher, headers: dict[str, Any] | None = None) -> FlowResult:
+        return self._network.publish(publisher, headers)
+
+    def plain_forest(self, exchange: str) -> PlainForest | None:
+        """The exchange's routing as a `PlainForest`, or None where it is not one."""
+        return self._network.plain_forest(exchange)
+
+
+def tracer(topology: Topology) -> Tracer:
+    """A `Tracer` of `topology`."""
+    return Tracer(topology)
+
+
+class PlainForest:
+    """An exchange whose dynamic routes form a forest (a `TreeInterest`) and whose bindings on
+    every node of it lead to plain queues (no exchange route, federation mirror or queue route
+    takes them), each tree small enough that `publish` never cuts a copy (at most MAX_COPIES
+    nodes, height at most MAX_HOPS / 2).
+
+    On it `publish` makes no choice: a message with a routing key published at node o of a
+    tree crosses the tree links on the paths from o to the nodes `matched` by the key (every
+    node of the tree whose interest matches it), once each, and each node m it reaches, o
+    included, delivers it once to each of its queues in `queues`, by the tree path from o to
+    m (tests/spark/test_hop_routing.py holds the simulator's tables to that)."""
+
+    def __init__(
+        self, interest: TreeInterest, queue_bindings: dict[str, list[tuple[str, dict[str, Any], str]]]
+    ):
+        self.trees = interest.breadth_first()
+        self._interest = interest
+        self._roots = [tree[0][0] for tree in self.trees]
+        self._tree_of = {node: number for number, tree in enumerate(self.trees) for node, _ in tree}
+        #: One matcher per tree, each node's queue bindings bound to (node, queue) exactly as
+        #: the node's exchange graph binds them to its queue (a refused binding is skipped).
+        self._queues = []
+        for tree in self.trees:
+            matcher = matcher_for(interest.exchange_type)
+            for node, _ in tree:
+                for key, arguments, queue in queue_bindings.get(node, ()):
+                    try:
+                        matcher.bind(key, arguments, (node, queue))
+                    except ValueError:
+                        continue
+            self._queues.append(matcher)
+
+    def tree_of(self, node: str) -> int | None:
+        """The number of `node`'s tree (None: not on the forest)."""
+        return self._tree_of.get(node)
+
+    def matched(self, tree: int, routing_key: str, headers: dict[str, Any] | None) -> frozenset[str]:
+        """The nodes of tree number `tree` whose interest matches the message."""
+        return self._interest.matched(self._roots[tree], routing_key, headers)
+
+    def queues(self, tree: int, routing_key: str, headers: dict[str, Any] | None) -> set[QueueAt]:
+        """The (node, queue) pairs of the tree whose bindings match the message: what each
+        node's exchange graph routes it to (ValueError for CC or BCC headers, which the
+        graph would follow and this does not)."""
+        if extra_routing_keys(headers):
+            raise ValueError("a plain forest does not route sender-selected (CC, BCC) keys")
+        found: set[Any] = self._queues[tree].match(routing_key, headers or {})
+        return found
 
 
 def model_work(topology: Topology) -> Counter[str]:
@@ -337,6 +402,28 @@ class _Network:
             if not tables[node].next_hops():  # detached: serves nobody
                 del tables[node]
         self.tables.update(((node, exchange), table) for node, table in tables.items())
+
+    def plain_forest(self, exchange: str) -> PlainForest | None:
+        """The exchange's routing as a PlainForest, or None unless it provably is one."""
+        tables = [t for (_, name), t in self.tables.items() if name == exchange]
+        on_trees = [table for table in tables if isinstance(table, TreeTable)]
+        if not tables or len(on_trees) != len(tables):
+            return None
+        interest = on_trees[0].interest
+        trees = interest.breadth_first()
+        queue_bindings: dict[str, list[tuple[str, dict[str, Any], str]]] = {}
+        for tree in trees:
+            depth: dict[str, int] = {}
+            for node, parent in tree:
+                depth[node] = 0 if parent is None else depth[parent] + 1
+            if len(tree) > MAX_COPIES or 2 * max(depth.values()) > MAX_HOPS:
+                return None
+            for node, _ in tree:
+                for key, arguments, (kind, what) in self.bound.get((node, exchange), ()):
+                    if kind != "queue" or (node, what) in self.consumers:
+                        return None
+                    queue_bindings.setdefault(node, []).append((key, arguments, what))
+        return PlainForest(interest, queue_bindings)
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
         """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first

@@ -138,6 +138,17 @@ class TreeInterest:
     def __contains__(self, node: str) -> bool:
         return node in self._tree
 
+    def breadth_first(self) -> list[list[tuple[str, str | None]]]:
+        """Each tree's nodes with their parents, parents first and the children of one node
+        together (so each depth is one run, ordered by parent)."""
+        found = []
+        for root in (node for node, parent in self._parent.items() if parent is None):
+            order: list[tuple[str, str | None]] = [(root, None)]
+            for node, _ in order:
+                order += [(child, node) for child in self._children[node]]
+            found.append(order)
+        return found
+
     def table(self, node: str) -> TreeTable:
         """What `node`'s InterestTable would answer."""
         return TreeTable(self, node)

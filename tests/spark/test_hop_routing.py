@@ -1,0 +1,170 @@
+"""Routing in aggregate on plain forests (simulations.hops) gives the reference engine exactly
+the tables that routing every class by its paths gives: on random forests of dynamic routes
+(deep trees, several trees, transient and durable links, small capacities so that queueing
+delays differ by link and step, link and node failures), on a regions-10k-like hierarchy with
+a fanout federation and publishers on both exchanges (plain forest and per-class routing in
+one run), over several seeds. No Spark."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulations import reference
+from simulations.generators import GeneratorSpec, generate, to_toml
+from simulations.scenario import Scenario, load_scenario_text
+from simulations.tables import normalised
+from simulations.world import World
+from tests.spark.conftest import assert_same_tables
+from topology.model import Exchange, Node, Route, Topology
+
+
+def random_forest(rng: random.Random, size: int) -> Topology:
+    """`size` nodes, each joined to an earlier one by dynamic routes both ways (one in eight
+    starts a tree of its own), half the pairs transient."""
+    names = [f"n-{number:03d}" for number in range(size)]
+    nodes = {name: Node(name, "127.0.0.1", 10_000 + i, region=f"r{i % 3}") for i, name in enumerate(names)}
+    routes = []
+    for number in range(1, size):
+        if rng.random() < 1 / 8:
+            continue
+        parent = names[rng.randrange(max(0, number - 4), number)]  # deep trees, not stars
+        durable = rng.random() < 0.5
+        routes += [
+            Route("dynamic", names[number], parent, "sim.topic", durable=durable),
+            Route("dynamic", parent, names[number], "sim.topic", durable=durable),
+        ]
+    exchanges = tuple(Exchange(name, "sim.topic", "topic") for name in names)
+    return Topology("forest", "<forest>", nodes, exchanges, routes=tuple(routes))
+
+
+def scenario_text(seed: int, topology: str, failures: str, extra: str = "") -> str:
+    return f"""[scenario]
+seed = {seed}
+duration = 8
+step = 0.5
+[topology]
+file = "{topology}"
+[links.default]
+capacity_msgs = 30
+capacity_bytes = 40000
+[keys]
+words = [3, 3]
+distribution = "zipf"
+[[publishers]]
+nodes = "*"
+exchange = "sim.topic"
+rate = 12
+pattern = "bursts"
+burst_every = 4
+burst_length = 1
+[[subscribers]]
+nodes = "*"
+exchange = "sim.topic"
+type = "topic"
+count = 2
+wildcards = 0.3
+[[subscribers]]
+nodes = "*"
+exchange = "sim.topic"
+type = "direct"
+queue = "other"
+{extra}
+{failures}
+"""
+
+
+Tables = dict[str, pd.DataFrame]
+
+
+def tables_both_ways(scenario: Scenario) -> tuple[Tables, Tables]:
+    """The reference engine's tables with plain forests in aggregate, and by paths."""
+
+    def norm(found: Tables) -> Tables:
+        return {name: normalised(name, frame) for name, frame in found.items()}
+
+    return norm(reference.tables(scenario)), norm(reference.tables(scenario, forests=False))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_random_forests(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    topology = random_forest(rng, rng.randrange(12, 26))
+    (tmp_path / "forest.toml").write_text(to_toml(topology))
+    one = rng.choice(sorted((r.source, r.destination) for r in topology.routes if not r.durable))
+    two = rng.choice(sorted((r.source, r.destination) for r in topology.routes if r.durable))
+    node = rng.choice(sorted(topology.nodes))
+    failures = f"""[[failures]]
+link = ["{one[0]}", "{one[1]}"]
+from = 1
+to = 3.5
+[[failures]]
+link = ["{two[0]}", "{two[1]}"]
+from = 2.5
+to = 6
+[[failures]]
+node = "{node}"
+from = 5
+to = 7
+"""
+    scenario = load_scenario_text(scenario_text(seed, "forest.toml", failures), str(tmp_path / "s.toml"))
+    world = World(scenario)
+    assert all(
+        world.forest(0, name) is not None for r in topology.routes for name in (r.source, r.destination)
+    )
+    fast, paths = tables_both_ways(scenario)
+    assert fast["links"]["lost"].sum() > 0 and fast["queues"]["delayed"].sum() > 0  # failures bite
+    assert fast["delays"]["delay_ms"].nunique() > 3  # queueing differs by link and step
+    assert_same_tables(fast, paths)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_hierarchy_with_a_fanout_federation(tmp_path: Path, seed: int) -> None:
+    """regions-10k's shape, small: dynamic routes on sim.topic, fanout federations up the
+    tree on sim.fanout, direct bindings there, edges publishing on both exchanges."""
+    topology = generate(GeneratorSpec("hierarchy", seed, hubs=3, edges=3, fanout_federation="sim.fanout"))
+    transient = {("hub-001", "edge-001-000"), ("edge-001-000", "hub-001")}
+    topology = replace(
+        topology,
+        routes=tuple(replace(r, durable=(r.source, r.destination) not in transient) for r in topology.routes),
+    )
+    (tmp_path / "tree.toml").write_text(to_toml(topology))
+    extra = """[[publishers]]
+nodes = "edge-*"
+exchange = "sim.fanout"
+rate = 6
+[[subscribers]]
+nodes = "*"
+exchange = "sim.fanout"
+type = "direct"
+queue = "audit"
+count = 4
+"""
+    failures = """[[failures]]
+link = ["hub-001", "edge-001-000"]
+from = 1
+to = 3
+[[failures]]
+node = "hub-002"
+from = 2
+to = 5
+"""
+    scenario = load_scenario_text(scenario_text(seed, "tree.toml", failures, extra), str(tmp_path / "s.toml"))
+    world = World(scenario)
+    assert world.forest(0, "edge-000-000") is not None and world.forest(1, "edge-000-000") is None
+    fast, paths = tables_both_ways(scenario)
+    assert set(fast["queues"]["queue"]) == {"sim", "other", "audit"}
+    assert_same_tables(fast, paths)
+
+
+@pytest.mark.parametrize("spec", ["ring-of-regions:hubs=4,edges=1", "mesh-of-hubs:hubs=3,edges=1"])
+def test_no_forest_no_aggregate(tmp_path: Path, spec: str) -> None:
+    """Dynamic routes with a cycle are routed class by class."""
+    topology = generate(GeneratorSpec.parse(spec))
+    (tmp_path / "t.toml").write_text(to_toml(topology))
+    scenario = load_scenario_text(scenario_text(1, "t.toml", ""), str(tmp_path / "s.toml"))
+    assert World(scenario).forest(0, "hub-000") is None
