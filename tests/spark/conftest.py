@@ -18,6 +18,25 @@ from spark import engine
 from spark.session import spark_session
 
 SCENARIOS = Path(__file__).parent / "scenarios"
+#: The generated tests' workload (scenario TOML): every node publishing in bursts on sim.topic,
+#: two topic subscribers per node, some of them with wildcards.
+BURSTY_TOPIC_WORKLOAD = """[keys]
+words = [3, 3]
+distribution = "zipf"
+[[publishers]]
+nodes = "*"
+exchange = "sim.topic"
+rate = 12
+pattern = "bursts"
+burst_every = 4
+burst_length = 1
+[[subscribers]]
+nodes = "*"
+exchange = "sim.topic"
+type = "topic"
+count = 2
+wildcards = 0.3
+"""
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from simulations.scenario import Scenario, load_scenario, load_scenario_text
-from tests.spark.conftest import SCENARIOS, assert_same_tables, reference_tables, spark_tables
+from tests.spark.conftest import (
+    BURSTY_TOPIC_WORKLOAD,
+    SCENARIOS,
+    assert_same_tables,
+    reference_tables,
+    spark_tables,
+)
 from topology.flow import MAX_HOPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,23 +39,7 @@ seed = {seed}
 {sizes}
 [links.default]
 capacity_msgs = 30
-[keys]
-words = [3, 3]
-distribution = "zipf"
-[[publishers]]
-nodes = "*"
-exchange = "sim.topic"
-rate = 12
-pattern = "bursts"
-burst_every = 4
-burst_length = 1
-[[subscribers]]
-nodes = "*"
-exchange = "sim.topic"
-type = "topic"
-count = 2
-wildcards = 0.3
-[[failures]]
+{BURSTY_TOPIC_WORKLOAD}[[failures]]
 {failure}
 from = 2
 to = 4.5

@@ -19,7 +19,7 @@ from simulations.generators import GeneratorSpec, generate, to_toml
 from simulations.scenario import Scenario, load_scenario_text
 from simulations.tables import normalised
 from simulations.world import World
-from tests.spark.conftest import assert_same_tables
+from tests.spark.conftest import BURSTY_TOPIC_WORKLOAD, assert_same_tables
 from topology.model import Exchange, Node, Route, Topology
 
 
@@ -52,23 +52,7 @@ file = "{topology}"
 [links.default]
 capacity_msgs = 30
 capacity_bytes = 40000
-[keys]
-words = [3, 3]
-distribution = "zipf"
-[[publishers]]
-nodes = "*"
-exchange = "sim.topic"
-rate = 12
-pattern = "bursts"
-burst_every = 4
-burst_length = 1
-[[subscribers]]
-nodes = "*"
-exchange = "sim.topic"
-type = "topic"
-count = 2
-wildcards = 0.3
-[[subscribers]]
+{BURSTY_TOPIC_WORKLOAD}[[subscribers]]
 nodes = "*"
 exchange = "sim.topic"
 type = "direct"
