@@ -70,7 +70,9 @@ def tables(
     def link_ms(link: LinkId, step: int) -> int:
         if (link, step) in delay:
             return delay[(link, step)]
-        return latency.setdefault(link, world.props(link).latency_ms)
+        if link not in latency:  # not setdefault: that would work out the props every time
+            latency[link] = world.props(link).latency_ms
+        return latency[link]
 
     for tree in trees:
         tree.deliver(down, link_ms, outcomes)
