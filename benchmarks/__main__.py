@@ -103,14 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     if args.command == "simulation":
-        sizes = tuple(tuple(int(n) for n in size.split("x")) for size in args.sizes.split(","))
+        sizes = tuple(_size(parser, "--sizes", size) for size in args.sizes.split(","))
         results = simulation.run(sizes, args.master)
         simulation.write(results, args.out)
         print(f"wrote {args.out} and {simulation.RESULTS_JSON}")
         return 0
     if args.command == "workers":
-        hubs, edges, events = (int(n) for n in args.size.split("x"))
-        results = workers.run((hubs, edges, events), tuple(int(n) for n in args.workers.split(",")))
+        try:
+            worker_counts = tuple(int(n) for n in args.workers.split(","))
+        except ValueError:
+            parser.error(f"--workers must be worker counts separated by commas, not {args.workers!r}")
+        results = workers.run(_size(parser, "--size", args.size), worker_counts)
         workers.write(results, args.out)
         print(f"wrote {args.out} and {workers.RESULTS_JSON}")
         return 0
@@ -133,6 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     report.write_markdown(results, args.out)
     print(f"wrote {args.out} and {RESULTS_JSON}")
     return 0
+
+
+def _size(parser: argparse.ArgumentParser, option: str, text: str) -> tuple[int, int, int]:
+    """HUBSxEDGESxEVENTS as three numbers, or the usage error that says so."""
+    try:
+        hubs, edges, events = (int(n) for n in text.split("x"))
+    except ValueError:
+        parser.error(f"{option} takes HUBSxEDGESxEVENTS (e.g. 5x6x100000), not {text!r}")
+    return hubs, edges, events
 
 
 if __name__ == "__main__":
