@@ -18,7 +18,7 @@ from typing import Any
 
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
-from topology.flow import PlainForest, tracer
+from topology.flow import PlainForest, Tracer
 from topology.model import Publisher, Topology
 
 #: A directed link as the tables name it: "from>to" (">" is never in a node name).
@@ -59,7 +59,7 @@ class World:
     def __init__(self, scenario: Scenario, forests: bool = True) -> None:
         self.scenario = scenario
         self.topology: Topology = with_subscribers(scenario)
-        self._trace = tracer(self.topology)
+        self._trace = Tracer(self.topology)
         self._transient = _transient_pairs(self.topology)
         #: Route publishes on plain forests in aggregate (simulations.hops); the tests turn it
         #: off to compare with routing every class by its paths.

@@ -132,11 +132,6 @@ class Tracer:
         return self._network.plain_forest(exchange)
 
 
-def tracer(topology: Topology) -> Tracer:
-    """A `Tracer` of `topology`."""
-    return Tracer(topology)
-
-
 class PlainForest:
     """An exchange whose dynamic routes form a forest (a `TreeInterest`) and whose bindings on
     every node of it lead to plain queues (no exchange route, federation mirror or queue route
