@@ -91,28 +91,25 @@ class TreeTraffic:
         self._cells: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
 
     def add(self, node: str, key: int, step: int, messages: int, size: int) -> None:
-        """Publishes of one (node, key, step), counted."""
+        """Publishes of one (node, key, step), counted (the reference engine's way in: it runs
+        every step at once; the Spark engine calls the per-step methods on each group)."""
         self._cells[step].append((self.index[node], key, messages, size))
 
-    # -- what the tables need ------------------------------------------------------------------
+    # -- the whole run, from the counted cells (the reference engine) ---------------------------
 
     def crossed(self) -> list[LinkId]:
         """The links some publish crosses (at any step, lost or not)."""
-        sums = self._offered(self._totals()[:, :, None], None)
-        return [link for link, carried in sums.items() if carried[0] > 0]
+        return self.crossed_by(self._totals())
 
     def unrouted(self) -> dict[str, int]:
         """Per node, its publishes with a key no queue of the tree takes."""
-        unused = 1 - self.queue_keys.max(axis=0, initial=0)
-        counts = self._totals() @ unused
+        counts = self._totals() @ (1 - self.routed_keys())
         return {self.nodes[n]: int(counts[n]) for n in np.flatnonzero(counts)}
 
     def offer(self, states: LinkStates, offered: dict[LinkId, list[list[int]]]) -> None:
         """Add to `offered` (link -> per step [messages, bytes]) what the tree's links carry."""
         for step in sorted(self._cells):
-            for link, (messages, size) in self._offered(
-                self._dense(step, 2), self._states(states, step)
-            ).items():
+            for link, (messages, size) in self.offered(self._dense(step), self.states(states, step)).items():
                 if messages or size:
                     offered[link][step][0] += int(messages)
                     offered[link][step][1] += int(size)
@@ -120,46 +117,71 @@ class TreeTraffic:
     def deliver(self, states: LinkStates, link_ms: Callable[[LinkId, int], int], outcomes: Outcomes) -> None:
         """Add the tree's deliveries to `outcomes`; `link_ms(link, step)` is a link's latency
         plus queueing delay (the `links` table's)."""
-        reached = self._arrivals((self._totals() > 0).astype(np.int64), None, binned=True)[1]
-        max_hops = np.full(len(self.pairs), -1)
-        for (hops, _, _), copies in reached.items():
-            got = (self.queue_keys * (copies[self.pair_node] > 0)).max(axis=1, initial=0)
-            max_hops = np.where(got > 0, np.maximum(max_hops, hops), max_hops)
+        max_hops = self.reach(self._totals())
         for number in np.flatnonzero(max_hops >= 0):
             outcomes.reach(*self.pairs[number], int(max_hops[number]))
-        delivered: dict[Bin, np.ndarray] = defaultdict(lambda: np.zeros(len(self.pairs), dtype=np.int64))
+        delivered: Bins = {}
         lost = np.zeros(len(self.pairs), dtype=np.int64)
         for step in sorted(self._cells):
-            published = self._dense(step, 1)[:, :, 0]
-            lost += self.queue_keys @ published.sum(axis=0)
-            arrived = self._arrivals(published, self._states(states, step, link_ms), binned=True)[1]
-            for where, copies in arrived.items():
-                got = np.einsum("pk,pk->p", self.queue_keys, copies[self.pair_node])
-                delivered[where] += got
-                lost -= got
+            lost += self.outcomes(self._dense(step)[:, :, 0], self.states(states, step, link_ms), delivered)
         for number in np.flatnonzero(lost):
             outcomes.lose(*self.pairs[number], int(lost[number]))
         for (hops, delay, through_down), got in sorted(delivered.items()):
             for number in np.flatnonzero(got):
                 outcomes.deliver(*self.pairs[number], hops, delay, through_down, int(got[number]))
 
-    # -- the sums along the tree ---------------------------------------------------------------
-
     def _totals(self) -> np.ndarray:
         """Messages per node and key over every step."""
         totals = np.zeros((len(self.nodes), self.keys), dtype=np.int64)
         for step in self._cells:
-            totals += self._dense(step, 1)[:, :, 0]
+            totals += self._dense(step)[:, :, 0]
         return totals
 
-    def _dense(self, step: int, columns: int) -> np.ndarray:
-        """Per node and key, the step's messages (and bytes, for two columns)."""
-        cells = np.array(self._cells[step], dtype=np.int64).reshape(-1, 4)
-        dense = np.zeros((len(self.nodes), self.keys, columns), dtype=np.int64)
-        dense[cells[:, 0], cells[:, 1]] = cells[:, 2 : 2 + columns]
+    def _dense(self, step: int) -> np.ndarray:
+        return self.dense(np.array(self._cells[step], dtype=np.int64).reshape(-1, 4))
+
+    # -- one step (or any set of publishes) ----------------------------------------------------
+
+    def dense(self, cells: np.ndarray) -> np.ndarray:
+        """Rows (node number, key, messages, bytes) -> node x key x [messages, bytes]."""
+        dense = np.zeros((len(self.nodes), self.keys, 2), dtype=np.int64)
+        np.add.at(dense, (cells[:, 0], cells[:, 1]), cells[:, 2:4])
         return dense
 
-    def _states(
+    def routed_keys(self) -> np.ndarray:
+        """Per key, 1 if some queue of the tree takes it."""
+        return self.queue_keys.max(axis=0, initial=0)
+
+    def crossed_by(self, published: np.ndarray) -> list[LinkId]:
+        """The links `published` (node x key messages) crosses when every link passes."""
+        sums = self.offered(published[:, :, None], None)
+        return [link for link, carried in sums.items() if carried[0] > 0]
+
+    def reach(self, published: np.ndarray) -> np.ndarray:
+        """Per (node, queue) pair, the most hops a copy of `published` (node x key messages)
+        takes to it, lost on the way or not (-1: none reaches it)."""
+        reached = self._arrivals((published > 0).astype(np.int64), None, binned=True)[1]
+        max_hops = np.full(len(self.pairs), -1)
+        for (hops, _, _), copies in reached.items():
+            got = (self.queue_keys * (copies[self.pair_node] > 0)).max(axis=1, initial=0)
+            max_hops = np.where(got > 0, np.maximum(max_hops, hops), max_hops)
+        return max_hops
+
+    def outcomes(self, published: np.ndarray, links: np.ndarray, delivered: Bins) -> np.ndarray:
+        """Add to `delivered` (bin -> per pair) the copies of `published` (node x key messages)
+        each (node, queue) pair gets when `links` (see `states`, with delays) are as given;
+        return what each pair loses."""
+        lost = self.queue_keys @ published.sum(axis=0)
+        for where, copies in self._arrivals(published, links, binned=True)[1].items():
+            got = np.einsum("pk,pk->p", self.queue_keys, copies[self.pair_node])
+            if where in delivered:
+                delivered[where] += got
+            else:
+                delivered[where] = got
+            lost -= got
+        return lost
+
+    def states(
         self, states: LinkStates, step: int, link_ms: Callable[[LinkId, int], int] | None = None
     ) -> np.ndarray:
         """Per node (but the roots), its link up and its link down at `step`: (passes, delay
@@ -172,9 +194,9 @@ class TreeTraffic:
                 found[number, column + 2] = states.down(link, step)
         return found
 
-    def _offered(self, published: np.ndarray, links: np.ndarray | None) -> dict[LinkId, np.ndarray]:
+    def offered(self, published: np.ndarray, links: np.ndarray | None) -> dict[LinkId, np.ndarray]:
         """What each link carries of `published` (node x key x columns) when `links` (see
-        `_states`; None: every link passes) lose what they lose."""
+        `states`; None: every link passes) lose what they lose."""
         up, at = self._arrivals(published, links, binned=False)
         from_below, everywhere = up[ORIGIN], at[ORIGIN]
         passes = np.ones(len(self.nodes), dtype=np.int64) if links is None else links[:, 0]

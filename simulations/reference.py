@@ -17,8 +17,7 @@ from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
 from simulations.workload import events, key_draw, publishing
-from simulations.world import ClassRoute, LinkId, Window, World, link_ends
-from simulations.world import Path as HopPath
+from simulations.world import ClassRoute, LinkId, Outages, World, link_ends
 
 Progress = Callable[[str, float], None]
 Class = tuple[int, str, int]
@@ -54,7 +53,7 @@ def tables(
             published[node][1] += messages
     crossed = {link for route in routes.values() for link, _, _ in route.crossings}
     links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
-    down = _Down(world, world.windows(links))
+    down = Outages(world, world.windows(links))
     offered = _offered(scenario, down, counts, routes, links)
     for tree in trees:
         tree.offer(down, offered)
@@ -146,34 +145,8 @@ def _count_events(scenario: Scenario, progress: Progress) -> tuple[Counts, dict[
     return counts, published
 
 
-class _Down:
-    """Which links are down when."""
-
-    def __init__(self, world: World, windows: list[Window]) -> None:
-        self.world = world
-        self.windows = windows
-
-    def down(self, link: LinkId, step: int) -> bool:
-        return any(w.first <= step < w.end and link in w.links for w in self.windows)
-
-    def losing(self, link: LinkId, step: int) -> bool:
-        return self.down(link, step) and not self.world.durable(link)
-
-    def blocked(self, path: HopPath, step: int) -> bool:
-        return any(self.losing(link, step) for link in path)
-
-    def wait_ms(self, link: LinkId, step: int) -> int:
-        """How long a durable link that is down holds what arrives now."""
-        waits = [
-            (w.end - step) * self.world.scenario.step_ms
-            for w in self.windows
-            if w.first <= step < w.end and link in w.links and self.world.durable(link)
-        ]
-        return max(waits, default=0)
-
-
 def _offered(
-    scenario: Scenario, down: _Down, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
+    scenario: Scenario, down: Outages, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
 ) -> dict[LinkId, list[list[int]]]:
     """Per link and step, [messages, bytes] the classes' crossings offer it."""
     offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
@@ -186,7 +159,11 @@ def _offered(
 
 
 def _links(
-    scenario: Scenario, world: World, down: _Down, offered: dict[LinkId, list[list[int]]], links: list[LinkId]
+    scenario: Scenario,
+    world: World,
+    down: Outages,
+    offered: dict[LinkId, list[list[int]]],
+    links: list[LinkId],
 ) -> list[dict[str, Any]]:
     rows = []
     for link in links:
@@ -230,7 +207,7 @@ def _links(
 
 
 def _deliveries(
-    down: _Down,
+    down: Outages,
     counts: Counts,
     routes: dict[Class, ClassRoute],
     delay: dict[tuple[LinkId, int], int],

@@ -70,14 +70,17 @@ class World:
         """Where publisher entry `entry` publishes on `node` into a plain forest: the forest
         and the number of the node's tree (simulations.hops routes those publishes), else
         None (each class is routed by `route`)."""
-        if not self._forests:
-            return None
-        exchange = self.scenario.publishers[entry].exchange
-        if exchange not in self._forest:
-            self._forest[exchange] = self._trace.plain_forest(exchange)
-        forest = self._forest[exchange]
+        forest = self.plain_forest(self.scenario.publishers[entry].exchange)
         tree = forest.tree_of(node) if forest is not None else None
         return None if forest is None or tree is None else (forest, tree)
+
+    def plain_forest(self, exchange: str) -> PlainForest | None:
+        """The exchange's routing as a plain forest, if it is one and forests are on."""
+        if not self._forests:
+            return None
+        if exchange not in self._forest:
+            self._forest[exchange] = self._trace.plain_forest(exchange)
+        return self._forest[exchange]
 
     def message(self, entry: int, key: int) -> tuple[str, str, dict[str, Any]]:
         """What publisher entry `entry` sends with key number `key`: (exchange, routing key,
@@ -138,6 +141,33 @@ class World:
                 down = {link for link in links if failure.node in link_ends(link)}
             found.append(Window(first, end, frozenset(down)))
         return found
+
+
+class Outages:
+    """Which links are down when, by the failure windows over some links (a node's failure
+    takes down those of them at the node)."""
+
+    def __init__(self, world: World, windows: list[Window]) -> None:
+        self.world = world
+        self.windows = windows
+
+    def down(self, link: LinkId, step: int) -> bool:
+        return any(w.first <= step < w.end and link in w.links for w in self.windows)
+
+    def losing(self, link: LinkId, step: int) -> bool:
+        return self.down(link, step) and not self.world.durable(link)
+
+    def blocked(self, path: Path, step: int) -> bool:
+        return any(self.losing(link, step) for link in path)
+
+    def wait_ms(self, link: LinkId, step: int) -> int:
+        """How long a durable link that is down holds what arrives now."""
+        waits = [
+            (w.end - step) * self.world.scenario.step_ms
+            for w in self.windows
+            if w.first <= step < w.end and link in w.links and self.world.durable(link)
+        ]
+        return max(waits, default=0)
 
 
 def _transient_pairs(topology: Topology) -> set[frozenset[str]]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
 from simulations.workload import key_draw
 from simulations.world import World, link_ends
-from spark import jobs
+from spark import jobs, trees
 from spark.failures import Failures
 
 #: Told when the pipeline enters a stage, with the share of the work done before and after it.
@@ -28,15 +29,26 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
+    forests = trees.Forests.of(world)
+    parallelism = spark.sparkContext.defaultParallelism
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
+    placed = F.broadcast(forests.placed_df(spark))
+    # Publishes into plain forests are routed in aggregate per tree and chunk of steps (spread
+    # over every core: a repartition to a number of partitions is never coalesced by adaptive
+    # execution); the rest class by class.
+    on_trees = trees.chunked(steps.join(placed, ["entry", "node"]), scenario.steps, 4 * parallelism)
+    on_trees = on_trees.repartition(parallelism, "tree", "chunk").cache()
+    by_class = steps.join(placed, ["entry", "node"], "left_anti")
     progress("routing", 0.2, 0.4)
-    # Routing is the one Python step: spread the classes over every core (a repartition to a
-    # number of partitions is never coalesced by adaptive execution).
-    classes = steps.select("cid", *jobs.CLASS).distinct().repartition(spark.sparkContext.defaultParallelism)
+    classes = by_class.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
     routes = jobs.route_classes(classes, shared).cache()
-    links = sorted(row.link for row in routes.where("kind = 'cross'").select("link").distinct().collect())
+    tree_offered = trees.offered(on_trees, shared, forests).cache()
+    crossed = (
+        routes.where("kind = 'cross'").select("link").union(tree_offered.where("crossed").select("link"))
+    )
+    links = sorted(row.link for row in crossed.distinct().collect())
     failures = Failures.of(
         world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
     )
@@ -46,17 +58,43 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    carried = jobs.carried(steps, routes).cache()
-    traffic = jobs.link_traffic(jobs.offered(carried, failures), link_df, scenario.steps, failures).cache()
+    carried = jobs.carried(by_class, routes).cache()
+    offered = (
+        jobs.offered(carried, failures)
+        .unionByName(tree_offered.drop("crossed"))
+        .groupBy("link", "step")
+        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+    )
+    traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
     )
-    delivered = jobs.deliveries(carried, traffic, failures).cache()
-    queues = jobs.queue_table(delivered, jobs.duplicates(steps, routes, failures)).cache()
+    link_ms = trees.chunked(
+        traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")).join(
+            F.broadcast(forests.links_df(spark, world)), "link"
+        ),
+        scenario.steps,
+        4 * parallelism,
+    ).repartition(parallelism, "tree", "chunk")
+    delivered = (
+        jobs.deliveries(carried, traffic, failures)
+        .drop("step")
+        .unionByName(trees.deliveries(on_trees, link_ms, shared, forests))
+        .cache()
+    )
+    queues = jobs.queue_table(delivered, jobs.duplicates(by_class, routes, failures)).cache()
+    routed = (
+        routes.where(F.col("kind") == "deliver")
+        .select("cid")
+        .union(
+            on_trees.join(F.broadcast(forests.routed_keys_df(spark, world)), ["tree", "key"]).select("cid")
+        )
+        .distinct()
+    )
     found = {
         "links": traffic,
-        "nodes": jobs.node_table(nodes, steps, routes, traffic, queues),
+        "nodes": jobs.node_table(nodes, steps, routed, traffic, queues),
         "queues": queues,
         "delays": jobs.delay_table(delivered, nodes),
     }

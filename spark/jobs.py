@@ -38,7 +38,7 @@ ROUTE_ROWS = 200_000
 _worlds: dict[int, World] = {}
 
 
-def _world(scenario: Broadcast[Scenario]) -> World:
+def world_of(scenario: Broadcast[Scenario]) -> World:
     value = scenario.value
     world = _worlds.get(id(value))
     if world is None:
@@ -136,7 +136,7 @@ def route_classes(
     names = ["cid", "entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"]
 
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        world = _world(scenario)
+        world = world_of(scenario)
         for batch in batches:
             rows: list[tuple[Any, ...]] = []
             flushed = False
@@ -360,7 +360,7 @@ def queue_table(delivered: DataFrame, duplicated: DataFrame) -> DataFrame:
 def delay_table(delivered: DataFrame, nodes: DataFrame) -> DataFrame:
     """The `delays` table: delivered messages by queue, hops and delay, with the region."""
     return (
-        delivered.where(~F.col("lost"))
+        delivered.where(~F.col("lost") & (F.col("n") > 0))
         .groupBy(F.col("at").alias("node"), "queue", "hops", "delay_ms")
         .agg(F.sum("n").cast("bigint").alias("messages"))
         .join(nodes.select("node", "region"), "node")
@@ -369,11 +369,12 @@ def delay_table(delivered: DataFrame, nodes: DataFrame) -> DataFrame:
 
 
 def node_table(
-    nodes: DataFrame, steps: DataFrame, routes: DataFrame, traffic: DataFrame, queues: DataFrame
+    nodes: DataFrame, steps: DataFrame, routed: DataFrame, traffic: DataFrame, queues: DataFrame
 ) -> DataFrame:
-    """The `nodes` table: published and unrouted (reached no queue) per node, messages sent
-    and received over links, delivered to its queues. One union of the parts and one
-    aggregation, rather than a join per column."""
+    """The `nodes` table: published and unrouted (reached no queue: its class number is not
+    among the distinct `routed` cid) per node, messages sent and received over links,
+    delivered to its queues. One union of the parts and one aggregation, rather than a join
+    per column."""
     counts = ["published", "unrouted", "sent", "received", "delivered"]
 
     def part(df: DataFrame, node: str, **values: Column) -> DataFrame:
@@ -381,10 +382,7 @@ def node_table(
             F.col(node).alias("node"), *(values.get(c, F.lit(0)).cast("bigint").alias(c) for c in counts)
         )
 
-    routed = (
-        routes.where(F.col("kind") == "deliver").select("cid").distinct().withColumn("routed", F.lit(True))
-    )
-    flagged = steps.join(routed, "cid", "left")
+    flagged = steps.join(routed.withColumn("routed", F.lit(True)), "cid", "left")
     parts = [
         part(nodes, "node"),
         part(

@@ -10,13 +10,22 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
+from simulations import reference
 from simulations.scenario import Scenario, load_scenario, load_scenario_text
+from simulations.tables import normalised
+from simulations.world import World
+from spark.trees import Forests
 from tests.spark.conftest import (
     BURSTY_TOPIC_WORKLOAD,
     SCENARIOS,
     assert_same_tables,
     reference_tables,
     spark_tables,
+)
+from tests.spark.test_hop_routing import (
+    SECOND_TOPIC_PUBLISHER,
+    fanout_hierarchy_scenario,
+    random_forest_scenario,
 )
 from topology.flow import MAX_HOPS
 
@@ -71,6 +80,28 @@ def test_generated_over_seeds(spark: SparkSession, spec: str, seed: int, failure
     assert expected["queues"]["delivered"].sum() > 0
     # The failed link or node held messages back (every route here is durable).
     assert expected["queues"]["delayed"].sum() > 0 and expected["queues"]["lost"].sum() == 0
+
+
+@pytest.mark.parametrize("shape", ["random forest", "hierarchy with a fanout federation"])
+def test_plain_forests_in_aggregate_equal_routing_every_class(
+    spark: SparkSession, tmp_path: Path, shape: str
+) -> None:
+    """The Spark engine routes publishes into plain forests per tree and chunk of steps
+    (spark.trees); its tables equal the reference engine's routing every class by its paths:
+    on a random forest with a transient link, a durable link and a node failing; on a
+    hierarchy where a fanout federation (routed class by class) shares the links and two
+    publisher entries publish on the forest's exchange."""
+    forest = shape == "random forest"
+    if forest:
+        scenario = random_forest_scenario(tmp_path, 1)
+    else:
+        scenario = fanout_hierarchy_scenario(tmp_path, 9, SECOND_TOPIC_PUBLISHER)
+    assert Forests.of(World(scenario)).placed  # the aggregate path is taken
+    by_paths = {name: normalised(name, df) for name, df in reference.tables(scenario, forests=False).items()}
+    found = spark_tables(spark, scenario)
+    assert found["queues"]["delayed"].sum() > 0
+    assert (found["links"]["lost"].sum() > 0) == forest  # the federation's links buffer
+    assert_same_tables(found, by_paths)
 
 
 @pytest.fixture(scope="module")

@@ -74,8 +74,9 @@ def tables_both_ways(scenario: Scenario) -> tuple[Tables, Tables]:
     return norm(reference.tables(scenario)), norm(reference.tables(scenario, forests=False))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
-def test_random_forests(tmp_path: Path, seed: int) -> None:
+def random_forest_scenario(tmp_path: Path, seed: int) -> Scenario:
+    """A random forest of dynamic routes with a transient link, a durable link and a node
+    failing at overlapping times."""
     rng = random.Random(seed)
     topology = random_forest(rng, rng.randrange(12, 26))
     (tmp_path / "forest.toml").write_text(to_toml(topology))
@@ -100,16 +101,29 @@ to = 7
     assert all(
         world.forest(0, name) is not None for r in topology.routes for name in (r.source, r.destination)
     )
-    fast, paths = tables_both_ways(scenario)
+    return scenario
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_random_forests(tmp_path: Path, seed: int) -> None:
+    fast, paths = tables_both_ways(random_forest_scenario(tmp_path, seed))
     assert fast["links"]["lost"].sum() > 0 and fast["queues"]["delayed"].sum() > 0  # failures bite
     assert fast["delays"]["delay_ms"].nunique() > 3  # queueing differs by link and step
     assert_same_tables(fast, paths)
 
 
-@pytest.mark.parametrize("seed", [7, 8])
-def test_hierarchy_with_a_fanout_federation(tmp_path: Path, seed: int) -> None:
+#: A second publisher entry on the plain forest's exchange, on the same nodes as the first.
+SECOND_TOPIC_PUBLISHER = """[[publishers]]
+nodes = "edge-*"
+exchange = "sim.topic"
+rate = 5
+"""
+
+
+def fanout_hierarchy_scenario(tmp_path: Path, seed: int, extra: str = "") -> Scenario:
     """regions-10k's shape, small: dynamic routes on sim.topic, fanout federations up the
-    tree on sim.fanout, direct bindings there, edges publishing on both exchanges."""
+    tree on sim.fanout, direct bindings there, edges publishing on both exchanges; a transient
+    link and a node fail."""
     topology = generate(GeneratorSpec("hierarchy", seed, hubs=3, edges=3, fanout_federation="sim.fanout"))
     transient = {("hub-001", "edge-001-000"), ("edge-001-000", "hub-001")}
     topology = replace(
@@ -117,7 +131,7 @@ def test_hierarchy_with_a_fanout_federation(tmp_path: Path, seed: int) -> None:
         routes=tuple(replace(r, durable=(r.source, r.destination) not in transient) for r in topology.routes),
     )
     (tmp_path / "tree.toml").write_text(to_toml(topology))
-    extra = """[[publishers]]
+    extra = f"""[[publishers]]
 nodes = "edge-*"
 exchange = "sim.fanout"
 rate = 6
@@ -127,7 +141,7 @@ exchange = "sim.fanout"
 type = "direct"
 queue = "audit"
 count = 4
-"""
+{extra}"""
     failures = """[[failures]]
 link = ["hub-001", "edge-001-000"]
 from = 1
@@ -140,8 +154,22 @@ to = 5
     scenario = load_scenario_text(scenario_text(seed, "tree.toml", failures, extra), str(tmp_path / "s.toml"))
     world = World(scenario)
     assert world.forest(0, "edge-000-000") is not None and world.forest(1, "edge-000-000") is None
-    fast, paths = tables_both_ways(scenario)
+    return scenario
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_hierarchy_with_a_fanout_federation(tmp_path: Path, seed: int) -> None:
+    fast, paths = tables_both_ways(fanout_hierarchy_scenario(tmp_path, seed))
     assert set(fast["queues"]["queue"]) == {"sim", "other", "audit"}
+    assert_same_tables(fast, paths)
+
+
+def test_two_publishers_on_one_node_of_a_forest_both_count(tmp_path: Path) -> None:
+    """Two publisher entries on one exchange publish the same key at the same node and step:
+    the tree adds both (it used to keep one of the two)."""
+    scenario = fanout_hierarchy_scenario(tmp_path, 9, SECOND_TOPIC_PUBLISHER)
+    fast, paths = tables_both_ways(scenario)
+    assert World(scenario).forest(2, "edge-000-000") is not None
     assert_same_tables(fast, paths)
 
 
