@@ -104,6 +104,21 @@ def test_plain_forests_in_aggregate_equal_routing_every_class(
     assert_same_tables(found, by_paths)
 
 
+def test_a_forest_link_down_the_whole_run(spark: SparkSession) -> None:
+    """On a tree, the links behind a transient link that is always down carry nothing yet are
+    in the links table (every publish's route crosses them), and the queues behind it lose
+    everything with the hops their copies would have made."""
+    scenario = load_scenario(SCENARIOS / "chain.toml")
+    assert Forests.of(World(scenario)).placed
+    by_paths = {name: normalised(name, df) for name, df in reference.tables(scenario, forests=False).items()}
+    found = spark_tables(spark, scenario)
+    assert_same_tables(found, by_paths)
+    links = found["links"].groupby("link")[["messages", "lost"]].sum()
+    assert links.loc["c>d", "messages"] == 0 and links.loc["b>c", "lost"] == links.loc["b>c", "messages"] > 0
+    d = queue(found, "d", "q")
+    assert (d["delivered"], d["max_hops"]) == (0, 3) and d["lost"] > 0
+
+
 @pytest.fixture(scope="module")
 def corners(spark: SparkSession) -> dict[str, pd.DataFrame]:
     scenario = load_scenario(SCENARIOS / "corners.toml")
