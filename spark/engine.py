@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
-from simulations.workload import key_draw
+from simulations.workload import key_draw, publishing
 from simulations.world import World, link_ends
 from spark import jobs, trees
 from spark.failures import Failures
@@ -41,10 +41,15 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     on_trees = trees.chunked(steps.join(placed, ["entry", "node"]), scenario.steps, 4 * parallelism)
     on_trees = on_trees.repartition(parallelism, "tree", "chunk").cache()
     by_class = steps.join(placed, ["entry", "node"], "left_anti")
+    # What the trees' functions read: numbers only (strings cost a Python object per row).
+    tree_cells = on_trees.select("tree", "chunk", "node_index", "key", "step", "messages", "bytes")
     progress("routing", 0.2, 0.4)
-    classes = by_class.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
-    routes = jobs.route_classes(classes, shared).cache()
-    tree_offered = trees.offered(on_trees, shared, forests).cache()
+    if len(forests.placed) < len(publishing(scenario)):
+        classes = by_class.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
+        routes = jobs.route_classes(classes, shared).cache()
+    else:  # every publish goes into a tree: Spark prunes the class path's jobs on no routes
+        routes = spark.createDataFrame([], jobs.ROUTES_SCHEMA)
+    tree_offered = trees.offered(tree_cells, shared, forests).cache()
     crossed = (
         routes.where("kind = 'cross'").select("link").union(tree_offered.where("crossed").select("link"))
     )
@@ -80,7 +85,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     delivered = (
         jobs.deliveries(carried, traffic, failures)
         .drop("step")
-        .unionByName(trees.deliveries(on_trees, link_ms, shared, forests))
+        .unionByName(trees.deliveries(tree_cells, link_ms, shared, forests))
         .cache()
     )
     queues = jobs.queue_table(delivered, jobs.duplicates(by_class, routes, failures)).cache()

@@ -112,9 +112,10 @@ def publish_events(sources: DataFrame, draw: KeyDraw) -> DataFrame:
 
 def class_steps(events_df: DataFrame, nodes: int, keys: int) -> DataFrame:
     """Events -> messages and bytes per class and step, with the class's number `cid`
-    ((entry x nodes + node_index) x keys + key), a cheap key for the joins with routes."""
+    ((entry x nodes + node_index) x keys + key), a cheap key for the joins with routes, and
+    the node's number `node_index` (its place in the topology's nodes)."""
     cid = (F.col("entry").cast("bigint") * nodes + F.col("node_index")) * keys + F.col("key")
-    return events_df.groupBy(cid.alias("cid"), *CLASS, "step").agg(
+    return events_df.groupBy(cid.alias("cid"), *CLASS, "node_index", "step").agg(
         F.count("*").alias("messages"), F.sum("size").alias("bytes")
     )
 

@@ -100,17 +100,21 @@ class _Tree:
         links = [link for link in (*self.traffic.up_links, *self.traffic.down_links) if link]
         self.outages = Outages(world, world.windows(links))
         self.latency = {link: world.props(link).latency_ms for link in links}
+        #: The tree's number of each node by its place in the topology (-1: not on the tree).
+        self.local = np.full(len(world.scenario.topology.nodes), -1, dtype=np.int64)
+        for number, node in enumerate(world.scenario.topology.nodes):
+            self.local[number] = self.traffic.index.get(node, -1)
 
     def failing(self, step: int) -> bool:
         """Some window is open at this step."""
         return any(w.first <= step < w.end for w in self.outages.windows)
 
     def steps(self, frame: pd.DataFrame) -> Iterator[tuple[int, np.ndarray]]:
-        """Each step of a group's rows (node, key, step, messages, bytes) with its publishes
-        as node x key x [messages, bytes]."""
+        """Each step of a group's rows (node_index, key, step, messages, bytes) with its
+        publishes as node x key x [messages, bytes]."""
         cells = np.column_stack(
             [
-                frame["node"].map(self.traffic.index).to_numpy(np.int64),
+                self.local[frame["node_index"].to_numpy(np.int64)],
                 frame["key"].to_numpy(np.int64),
                 frame["messages"].to_numpy(np.int64),
                 frame["bytes"].to_numpy(np.int64),
@@ -133,7 +137,7 @@ def _tree(scenario: Broadcast[Scenario], tree: tuple[str, int]) -> _Tree:
 
 
 def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], forests: Forests) -> DataFrame:
-    """Tree publishes (tree, chunk, node, key, step, messages, bytes) -> per link and step,
+    """Tree publishes (tree, chunk, node_index, key, step, messages, bytes) -> per link and step,
     the messages and bytes the link carries, and whether it is `crossed` by some publish
     (lost on the way or not: the links table has every crossed link)."""
 
