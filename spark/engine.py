@@ -1,5 +1,6 @@
 """The Spark engine: a scenario -> the Parquet tables of simulations.tables, by the jobs of
-spark.jobs chained on one session. The scenario travels to executors as a broadcast value,
+spark.jobs (publishes routed class by class) and spark.trees (publishes into plain forests,
+routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value,
 so nothing assumes the driver's disk (only --out must be a path every executor can write:
 the same machine, a shared mount, or an hdfs:// or s3a:// URL)."""
 
@@ -31,6 +32,9 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     shared = spark.sparkContext.broadcast(scenario)
     forests = trees.Forests.of(world)
     parallelism = spark.sparkContext.defaultParallelism
+    # Chunks of steps per tree: enough groups to keep every core busy (both sides of the
+    # deliveries' cogroup must be chunked alike).
+    chunks = 4 * parallelism
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
@@ -38,7 +42,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     # Publishes into plain forests are routed in aggregate per tree and chunk of steps (spread
     # over every core: a repartition to a number of partitions is never coalesced by adaptive
     # execution); the rest class by class.
-    on_trees = trees.chunked(steps.join(placed, ["entry", "node"]), scenario.steps, 4 * parallelism)
+    on_trees = trees.chunked(steps.join(placed, ["entry", "node"]), scenario.steps, chunks)
     on_trees = on_trees.repartition(parallelism, "tree", "chunk").cache()
     by_class = steps.join(placed, ["entry", "node"], "left_anti")
     # What the trees' functions read: numbers only (strings cost a Python object per row).
@@ -80,7 +84,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
             F.broadcast(forests.links_df(spark, world)), "link"
         ),
         scenario.steps,
-        4 * parallelism,
+        chunks,
     ).repartition(parallelism, "tree", "chunk")
     delivered = (
         jobs.deliveries(carried, traffic, failures)
