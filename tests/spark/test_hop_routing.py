@@ -16,7 +16,7 @@ import pytest
 
 from simulations import reference
 from simulations.generators import GeneratorSpec, generate, to_toml
-from simulations.scenario import Scenario, load_scenario_text
+from simulations.scenario import Scenario, load_scenario, load_scenario_text
 from simulations.tables import normalised
 from simulations.world import World
 from tests.spark.conftest import BURSTY_TOPIC_WORKLOAD, assert_same_tables
@@ -123,7 +123,7 @@ rate = 5
 def fanout_hierarchy_scenario(tmp_path: Path, seed: int, extra: str = "") -> Scenario:
     """regions-10k's shape, small: dynamic routes on sim.topic, fanout federations up the
     tree on sim.fanout, direct bindings there, edges publishing on both exchanges; a transient
-    link and a node fail."""
+    link and a node fail. Written to tmp_path / "s.toml"."""
     topology = generate(GeneratorSpec("hierarchy", seed, hubs=3, edges=3, fanout_federation="sim.fanout"))
     transient = {("hub-001", "edge-001-000"), ("edge-001-000", "hub-001")}
     topology = replace(
@@ -151,7 +151,8 @@ node = "hub-002"
 from = 2
 to = 5
 """
-    scenario = load_scenario_text(scenario_text(seed, "tree.toml", failures, extra), str(tmp_path / "s.toml"))
+    (tmp_path / "s.toml").write_text(scenario_text(seed, "tree.toml", failures, extra))
+    scenario = load_scenario(tmp_path / "s.toml")
     world = World(scenario)
     assert world.forest(0, "edge-000-000") is not None and world.forest(1, "edge-000-000") is None
     return scenario
