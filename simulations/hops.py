@@ -108,11 +108,15 @@ class TreeTraffic:
             self.queue_keys[number, queue_keys[pair]] = 1
         self.keys = keys.size
         self._cells: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+        self._arrays: dict[int, np.ndarray] = {}
+        self._total: np.ndarray | None = None
 
     def add(self, node: str, key: int, step: int, messages: int, size: int) -> None:
         """Publishes of one (node, key, step), counted (the reference engine's way in: it runs
         every step at once; the Spark engine calls the per-step methods on each group)."""
         self._cells[step].append((self.index[node], key, messages, size))
+        self._arrays.pop(step, None)
+        self._total = None
 
     # -- the whole run, from the counted cells (the reference engine) ---------------------------
 
@@ -150,14 +154,21 @@ class TreeTraffic:
                 outcomes.deliver(*self.pairs[number], hops, delay, through_down, int(got[number]))
 
     def _totals(self) -> np.ndarray:
-        """Messages per node and key over every step."""
-        totals = np.zeros((len(self.nodes), self.keys), dtype=np.int64)
-        for step in self._cells:
-            totals += self._dense(step)[:, :, 0]
-        return totals
+        """Messages per node and key over every step (worked out once, after the last `add`)."""
+        if self._total is None:
+            cells = [self._step_cells(step) for step in self._cells]
+            self._total = self.dense(np.concatenate(cells) if cells else np.zeros((0, 4), np.int64))[:, :, 0]
+        return self._total
 
     def _dense(self, step: int) -> np.ndarray:
-        return self.dense(np.array(self._cells[step], dtype=np.int64).reshape(-1, 4))
+        return self.dense(self._step_cells(step))
+
+    def _step_cells(self, step: int) -> np.ndarray:
+        """The step's cells as an array (converted from the list once: the conversion is the
+        slow part)."""
+        if step not in self._arrays:
+            self._arrays[step] = np.array(self._cells[step], dtype=np.int64).reshape(-1, 4)
+        return self._arrays[step]
 
     # -- one step (or any set of publishes) ----------------------------------------------------
 
