@@ -20,6 +20,9 @@ from simulations.tables import read, summary  # noqa: E402
 #: Links shown in the bar chart, and in the backlog plot.
 BUSIEST = 15
 BACKLOGGED = 6
+#: Nodes the topology plot draws at most: past this only the busiest links and their ends (a
+#: spring layout of thousands of nodes is a blot, and networkx needs scipy past 500 nodes).
+DRAWN_NODES = 300
 
 
 def write_report(out: Path) -> Path:
@@ -96,6 +99,13 @@ def _topology(links: pd.DataFrame, nodes: pd.DataFrame) -> plt.Figure:
     for (source, destination), messages in load.items():
         previous = graph.get_edge_data(source, destination, {"load": 0})["load"]
         graph.add_edge(source, destination, load=previous + int(messages))
+    title = "Topology coloured by load (nodes: published + received)"
+    if len(graph) > DRAWN_NODES:
+        links_in_all, graph = graph.number_of_edges(), busiest_part(graph)
+        title = (
+            f"The {graph.number_of_edges():,} busiest links of {links_in_all:,}, coloured by load\n"
+            "(nodes: published + received)"
+        )
     figure, axes = plt.subplots(figsize=(8, 8))
     positions = nx.spring_layout(graph, seed=1)
     weights = [graph.edges[e]["load"] for e in graph.edges]
@@ -118,6 +128,16 @@ def _topology(links: pd.DataFrame, nodes: pd.DataFrame) -> plt.Figure:
         nx.draw_networkx_labels(graph, positions, ax=axes, font_size=8)
     if weights:
         figure.colorbar(colours, ax=axes, label="messages over the link (both directions)", shrink=0.6)
-    axes.set_title("Topology coloured by load (nodes: published + received)")
+    axes.set_title(title)
     axes.axis("off")
     return figure
+
+
+def busiest_part(graph: nx.Graph[str]) -> nx.Graph[str]:
+    """The busiest links, busiest first, for as long as their ends number DRAWN_NODES at most."""
+    kept: set[str] = set()
+    for source, destination, _ in sorted(graph.edges(data="load"), key=lambda e: (-e[2], e[0], e[1])):
+        if len(kept | {source, destination}) > DRAWN_NODES:
+            break
+        kept |= {source, destination}
+    return graph.subgraph(kept or sorted(graph)[:DRAWN_NODES]).copy()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from simulations.cli import main
+from simulations.report import DRAWN_NODES, busiest_part
 from tests.spark.conftest import SCENARIOS
 from topology.checks import has_errors, run_checks
 from topology.loader import load_topology
@@ -50,3 +52,39 @@ def test_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     page = (out / "report.html").read_text()
     for plot in ("busiest-links.png", "backlog.png", "delays.png", "topology.png"):
         assert f'src="{plot}"' in page and (out / plot).stat().st_size > 1000
+
+
+def test_report_on_a_large_topology_draws_its_busiest_links(tmp_path: Path) -> None:
+    """Past DRAWN_NODES nodes the topology plot keeps the busiest links and their ends: a
+    spring layout of every node would be a blot, and networkx needs scipy for one past 500)."""
+    scenario = tmp_path / "big.toml"
+    scenario.write_text(
+        """[scenario]
+duration = 2
+step = 1
+[topology]
+generator = "hierarchy"
+hubs = 4
+nodes = 600
+[keys]
+words = [4]
+[[publishers]]
+nodes = "edge-*"
+exchange = "sim.topic"
+rate = 2
+[[subscribers]]
+nodes = "*"
+exchange = "sim.topic"
+type = "topic"
+count = 1
+"""
+    )
+    out = tmp_path / "big"
+    assert main(["run", str(scenario), "--engine", "reference", "--out", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    assert (out / "topology.png").stat().st_size > 1000
+    graph: nx.Graph[str] = nx.Graph()
+    graph.add_edges_from((f"n{i}", f"n{i + 1}", {"load": i}) for i in range(2 * DRAWN_NODES))
+    kept = busiest_part(graph)
+    loads: list[int] = [kept.edges[edge]["load"] for edge in kept.edges]
+    assert len(kept) == DRAWN_NODES and min(loads) > DRAWN_NODES  # the heaviest links, none other
