@@ -75,12 +75,16 @@ def _check(scenario: Scenario) -> int:
     for finding in findings:
         print(finding)
     print(
-        f"{scenario.path}: scenario {scenario.name}: {len(topology.nodes)} nodes, {len(topology.routes)} routes, "
-        f"{len(topology.federations)} federations, {len(scenario.publishers)} publisher and "
-        f"{len(scenario.subscribers)} subscriber entries, {scenario.steps} steps of {scenario.step:g} s, "
-        f"{len(scenario.failures)} failures"
+        f"{scenario.path}: scenario {scenario.name}: {_count(len(topology.nodes), 'node')}, "
+        f"{_count(len(topology.routes), 'route')}, {_count(len(topology.federations), 'federation')}, "
+        f"{len(scenario.publishers)} publisher and {len(scenario.subscribers)} subscriber entries, "
+        f"{_count(scenario.steps, 'step')} of {scenario.step:g} s, {_count(len(scenario.failures), 'failure')}"
     )
     return 1 if findings else 0
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number:,} {thing}" if number == 1 else f"{number:,} {thing}s"
 
 
 def _generate(spec: str, output: Path) -> int:

@@ -230,14 +230,30 @@ def _delivering_paths(topology: Topology, exchange: str, start: str, end: str) -
     return sorted(paths, key=lambda path: (len(path), any(e["kind"] != "dynamic" for e in path)))
 
 
+def _one_path_at_most(graph: nx.MultiDiGraph[str] | nx.DiGraph[str]) -> bool:
+    """Whether no two nodes have two simple paths between them: no two edges the same way
+    between two nodes, and no cycle once directions are dropped (a tree of links both ways, as
+    the generators make). Checked in linear time, so the pairwise checks skip such exchanges
+    (at 200 nodes enumerating every pair's paths took minutes)."""
+    pairs = list(graph.edges())
+    if len(set(pairs)) != len(pairs):
+        return False
+    undirected: nx.Graph[str] = nx.Graph()
+    undirected.add_nodes_from(graph)
+    undirected.add_edges_from(pairs)
+    return len(undirected) == 0 or bool(nx.is_forest(undirected))
+
+
 def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
+        if _one_path_at_most(flow_graph(topology, exchange)):
+            continue
         for start, end in itertools.permutations(topology.nodes, 2):
-            paths = _delivering_paths(topology, exchange, start, end)
-            kept, extra = (paths[0], paths[1:]) if paths else ([], [])
             bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
             if not bound["keys"]:
                 continue  # no queue of its own to get copies twice (further nodes are checked)
+            paths = _delivering_paths(topology, exchange, start, end)
+            kept, extra = (paths[0], paths[1:]) if paths else ([], [])
             extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
             if extra:
                 yield _multiple_paths(topology, exchange, start, end, [*kept, bound], extra)
@@ -261,6 +277,13 @@ def _multiple_paths(
 
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
+        dynamic = nx.DiGraph(
+            (route.source, route.destination)
+            for route in topology.routes
+            if route.kind == "dynamic" and route.exchange == exchange and route.source != route.destination
+        )
+        if _one_path_at_most(dynamic):
+            continue
         pairs = [
             (a, b)
             for a, b in itertools.combinations(topology.nodes, 2)

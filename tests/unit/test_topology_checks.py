@@ -5,11 +5,13 @@ code; run_checks orders the findings, and the demo configs check clean of errors
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from simulations.generators import GeneratorSpec, generate
 from topology import checks_graph as graph_checks
 from topology import checks_references as reference_checks
 from topology.checks import CHECKS, has_errors, run_checks
@@ -731,3 +733,35 @@ def test_docs_list_every_code_and_their_examples_are_exact() -> None:
         line for line in text.splitlines() if line.startswith(("t.toml:", "info [", "error [", "warning ["))
     ]
     assert examples and not set(examples) - produced
+
+
+def test_tree_shaped_exchanges_skip_the_pairwise_path_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a tree of dynamic routes both ways, with fanout federations up it and a binding on
+    every node, no two nodes have two paths: the multiple-paths and dynamic-paths checks see
+    that in linear time instead of enumerating every pair's paths (a 200-node hierarchy took
+    minutes); a ring still gets the pairwise look."""
+    enumerated: list[tuple[str, str]] = []
+    real = graph_checks.dynamic_paths
+
+    def counting(topology: Any, exchange: str, start: str, end: str) -> list[list[str]]:
+        enumerated.append((start, end))
+        return real(topology, exchange, start, end)
+
+    monkeypatch.setattr(graph_checks, "dynamic_paths", counting)
+
+    def delivering(topology: Any, exchange: str, start: str, end: str) -> list[Any]:
+        enumerated.append((start, end))
+        return []
+
+    monkeypatch.setattr(graph_checks, "_delivering_paths", delivering)
+    tree = generate(GeneratorSpec("hierarchy", 1, hubs=3, edges=3, fanout_federation="sim.fanout"))
+    bound = tuple(
+        Binding(node, exchange, "q", "#") for node in tree.nodes for exchange in ("sim.topic", "sim.fanout")
+    )
+    tree = replace(tree, bindings=bound)
+    assert list(graph_checks.check_multiple_paths(tree)) == []
+    assert list(graph_checks.check_dynamic_paths(tree)) == []
+    assert enumerated == []
+    ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=3, edges=1))
+    assert [f.code for f in graph_checks.check_dynamic_paths(ring)] == ["dynamic-paths"]
+    assert enumerated
