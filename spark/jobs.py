@@ -359,7 +359,8 @@ def queue_table(delivered: DataFrame, duplicated: DataFrame) -> DataFrame:
 
 
 def delay_table(delivered: DataFrame, nodes: DataFrame) -> DataFrame:
-    """The `delays` table: delivered messages by queue, hops and delay, with the region."""
+    """The `delays` table: delivered messages by queue, hops and delay, with the region (rows
+    with no messages, which only carry a queue's most hops for the queues table, left out)."""
     return (
         delivered.where(~F.col("lost") & (F.col("n") > 0))
         .groupBy(F.col("at").alias("node"), "queue", "hops", "delay_ms")
