@@ -151,6 +151,10 @@ class Outages:
         self.world = world
         self.windows = windows
 
+    def failing(self, step: int) -> bool:
+        """Some window is open at this step."""
+        return any(w.first <= step < w.end for w in self.windows)
+
     def down(self, link: LinkId, step: int) -> bool:
         return any(w.first <= step < w.end and link in w.links for w in self.windows)
 

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from simulations.hops import Bins, TreeTraffic
 from simulations.scenario import Scenario
 from simulations.workload import headers_of, publishing, routing_key
-from simulations.world import LinkId, Outages, World
+from simulations.world import LinkId, Outages, World, link_id
 from spark.jobs import world_of
 
 OFFERED_SCHEMA = "link string, step bigint, messages bigint, bytes bigint, crossed boolean"
@@ -66,7 +66,7 @@ class Forests:
             assert forest is not None
             for node, parent in forest.trees[tree]:
                 if parent is not None:
-                    rows += [(number, f"{node}>{parent}"), (number, f"{parent}>{node}")]
+                    rows += [(number, link_id(node, parent)), (number, link_id(parent, node))]
         return spark.createDataFrame(rows, "tree int, link string")
 
     def routed_keys_df(self, spark: SparkSession, world: World) -> DataFrame:
@@ -105,10 +105,6 @@ class _Tree:
         for number, node in enumerate(world.scenario.topology.nodes):
             self.local[number] = self.traffic.index.get(node, -1)
 
-    def failing(self, step: int) -> bool:
-        """Some window is open at this step."""
-        return any(w.first <= step < w.end for w in self.outages.windows)
-
     def steps(self, frame: pd.DataFrame) -> Iterator[tuple[int, np.ndarray]]:
         """Each step of a group's rows (node_index, key, step, messages, bytes) with its
         publishes as node x key x [messages, bytes]."""
@@ -146,7 +142,7 @@ def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], forests: Fores
         rows: list[tuple[LinkId, int, int, int, bool]] = []
         for step, published in tree.steps(frame):
             carried = tree.traffic.offered(published, tree.traffic.states(tree.outages, step))
-            if tree.failing(step):
+            if tree.outages.failing(step):
                 crossed = set(tree.traffic.crossed_by(published[:, :, 0]))
             else:
                 crossed = {link for link, (messages, _) in carried.items() if messages > 0}
@@ -183,7 +179,7 @@ def deliveries(
         max_hops = np.full(len(traffic.pairs), -1)
         for step, published in tree.steps(frame):
             messages = published[:, :, 0]
-            if tree.failing(step):  # copies lost on the way still count for max_hops
+            if tree.outages.failing(step):  # copies lost on the way still count for max_hops
                 max_hops = np.maximum(max_hops, traffic.reach(messages))
             lost += traffic.outcomes(messages, traffic.states(tree.outages, step, delay), delivered)
         parts = [_rows(traffic, np.flatnonzero(lost), lost, 0, 0, lost=True, through_down=False)]

@@ -30,6 +30,7 @@ from topology.graph import (
     chosen_dynamic_path,
     connection_graph,
     describe,
+    dynamic_graph,
     dynamic_paths,
     flow_exchanges,
     flow_graph,
@@ -277,12 +278,7 @@ def _multiple_paths(
 
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        dynamic = nx.DiGraph(
-            (route.source, route.destination)
-            for route in topology.routes
-            if route.kind == "dynamic" and route.exchange == exchange and route.source != route.destination
-        )
-        if _one_path_at_most(dynamic):
+        if _one_path_at_most(dynamic_graph(topology, exchange)):
             continue
         pairs = [
             (a, b)

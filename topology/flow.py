@@ -145,9 +145,13 @@ class PlainForest:
     m (tests/spark/test_hop_routing.py holds the simulator's tables to that)."""
 
     def __init__(
-        self, interest: TreeInterest, queue_bindings: dict[str, list[tuple[str, dict[str, Any], str]]]
+        self,
+        interest: TreeInterest,
+        trees: list[list[tuple[str, str | None]]],
+        queue_bindings: dict[str, list[tuple[str, dict[str, Any], str]]],
     ):
-        self.trees = interest.breadth_first()
+        #: `interest.breadth_first()`, as the caller already worked it out.
+        self.trees = trees
         self._interest = interest
         self._roots = [tree[0][0] for tree in self.trees]
         self._tree_of = {node: number for number, tree in enumerate(self.trees) for node, _ in tree}
@@ -418,7 +422,7 @@ class _Network:
                     if kind != "queue" or (node, what) in self.consumers:
                         return None
                     queue_bindings.setdefault(node, []).append((key, arguments, what))
-        return PlainForest(interest, queue_bindings)
+        return PlainForest(interest, trees, queue_bindings)
 
     def _downstream(self, node: str, exchange: str, tag: str) -> str | None:
         """The node behind the bridge queue `tag` on `node` (it pulls from `node`): the first

@@ -166,15 +166,21 @@ def dynamic_hop_allowed(topology: Topology, exchange: str, path: list[str], hop:
     return None
 
 
-def dynamic_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[str]]:
-    """The simple paths of dynamic routes a message of `exchange` could take from `start` to
-    `end`: those interest from `end` can travel back along (tags and exclude lists respected)."""
+def dynamic_graph(topology: Topology, exchange: str) -> nx.DiGraph[str]:
+    """Every declared node, and an edge per dynamic route of `exchange` between two of them."""
     graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(topology.nodes)
     for route in topology.routes:
         if route.kind == "dynamic" and route.exchange == exchange and route.source != route.destination:
             if route.source in topology.nodes and route.destination in topology.nodes:
                 graph.add_edge(route.source, route.destination)
+    return graph
+
+
+def dynamic_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[str]]:
+    """The simple paths of dynamic routes a message of `exchange` could take from `start` to
+    `end`: those interest from `end` can travel back along (tags and exclude lists respected)."""
+    graph = dynamic_graph(topology, exchange)
     if start not in graph or end not in graph or start == end:
         return []
     found = []
