@@ -2,12 +2,19 @@
 spark.jobs (publishes routed class by class) and spark.trees (publishes into plain forests,
 routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value,
 so nothing assumes the driver's disk (only --out must be a path every executor can write:
-the same machine, a shared mount, or an hdfs:// or s3a:// URL)."""
+the same machine, a shared mount, or an hdfs:// or s3a:// URL).
+
+Each way of routing is a part of the run (`_ClassPart`, `_TreePart`) that says which links its
+publishes cross, what it offers to links, what it delivers and which classes reach a queue; a
+run builds only the parts some publish takes, since every DataFrame costs Spark planning and
+jobs even when it holds no rows (most of a small run's time)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import reduce
 
+from pyspark import Broadcast
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -26,38 +33,106 @@ def _quiet(stage: str, low: float, high: float) -> None:
     """No progress reporting."""
 
 
+class _ClassPart:
+    """Publishes routed class by class: each class's routes, joined with its steps."""
+
+    def __init__(self, steps: DataFrame, shared: Broadcast[Scenario], parallelism: int) -> None:
+        self.steps = steps
+        classes = steps.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
+        self.routes = jobs.route_classes(classes, shared).cache()
+        self.carried = jobs.carried(steps, self.routes).cache()
+
+    def crossed(self) -> DataFrame:
+        return self.routes.where(F.col("kind") == "cross").select("link")
+
+    def offered(self, failures: Failures) -> DataFrame:
+        return jobs.offered(self.carried, failures)
+
+    def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
+        return jobs.deliveries(self.carried, traffic, failures).drop("step")
+
+    def duplicates(self, failures: Failures) -> DataFrame | None:
+        return jobs.duplicates(self.steps, self.routes, failures)
+
+    def routed(self) -> DataFrame:
+        return self.routes.where(F.col("kind") == "deliver").select("cid")
+
+
+class _TreePart:
+    """Publishes into plain forests, routed in aggregate per tree and chunk of steps (spread
+    over every core: a repartition to a number of partitions is never coalesced by adaptive
+    execution)."""
+
+    def __init__(
+        self,
+        steps: DataFrame,
+        world: World,
+        forests: trees.Forests,
+        shared: Broadcast[Scenario],
+        parallelism: int,
+    ) -> None:
+        spark = steps.sparkSession
+        self.world, self.forests, self.shared, self.parallelism = world, forests, shared, parallelism
+        # Chunks of steps per tree: enough groups to keep every core busy (both sides of the
+        # deliveries' cogroup must be chunked alike).
+        self.chunks = 4 * parallelism
+        self.steps_count = world.scenario.steps
+        placed = F.broadcast(forests.placed_df(spark))
+        self.on_trees = (
+            trees.chunked(steps.join(placed, ["entry", "node"]), self.steps_count, self.chunks)
+            .repartition(parallelism, "tree", "chunk")
+            .cache()
+        )
+        # What the trees' functions read: numbers only (strings cost a Python object per row).
+        self.cells = self.on_trees.select("tree", "chunk", "node_index", "key", "step", "messages", "bytes")
+        self.carried = trees.offered(self.cells, shared, forests).cache()
+
+    def crossed(self) -> DataFrame:
+        return self.carried.where("crossed").select("link")
+
+    def offered(self, failures: Failures) -> DataFrame:
+        return self.carried.drop("crossed")
+
+    def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
+        spark = traffic.sparkSession
+        link_ms = trees.chunked(
+            traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")).join(
+                F.broadcast(self.forests.links_df(spark, self.world)), "link"
+            ),
+            self.steps_count,
+            self.chunks,
+        ).repartition(self.parallelism, "tree", "chunk")
+        return trees.deliveries(self.cells, link_ms, self.shared, self.forests)
+
+    def duplicates(self, failures: Failures) -> DataFrame | None:
+        return None  # a plain forest delivers one copy per queue
+
+    def routed(self) -> DataFrame:
+        keys = F.broadcast(self.forests.routed_keys_df(self.on_trees.sparkSession, self.world))
+        return self.on_trees.join(keys, ["tree", "key"]).select("cid")
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return reduce(DataFrame.unionByName, frames)
+
+
 def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet) -> dict[str, DataFrame]:
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
     forests = trees.Forests.of(world)
     parallelism = spark.sparkContext.defaultParallelism
-    # Chunks of steps per tree: enough groups to keep every core busy (both sides of the
-    # deliveries' cogroup must be chunked alike).
-    chunks = 4 * parallelism
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
-    placed = F.broadcast(forests.placed_df(spark))
-    # Publishes into plain forests are routed in aggregate per tree and chunk of steps (spread
-    # over every core: a repartition to a number of partitions is never coalesced by adaptive
-    # execution); the rest class by class.
-    on_trees = trees.chunked(steps.join(placed, ["entry", "node"]), scenario.steps, chunks)
-    on_trees = on_trees.repartition(parallelism, "tree", "chunk").cache()
-    by_class = steps.join(placed, ["entry", "node"], "left_anti")
-    # What the trees' functions read: numbers only (strings cost a Python object per row).
-    tree_cells = on_trees.select("tree", "chunk", "node_index", "key", "step", "messages", "bytes")
     progress("routing", 0.2, 0.4)
-    if len(forests.placed) < len(publishing(scenario)):
-        classes = by_class.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
-        routes = jobs.route_classes(classes, shared).cache()
-    else:  # every publish goes into a tree: Spark prunes the class path's jobs on no routes
-        routes = spark.createDataFrame([], jobs.ROUTES_SCHEMA)
-    tree_offered = trees.offered(tree_cells, shared, forests).cache()
-    crossed = (
-        routes.where("kind = 'cross'").select("link").union(tree_offered.where("crossed").select("link"))
-    )
-    links = sorted(row.link for row in crossed.distinct().collect())
+    parts: list[_ClassPart | _TreePart] = []
+    if forests.placed:
+        parts.append(_TreePart(steps, world, forests, shared, parallelism))
+    if not forests.placed or len(forests.placed) < len(publishing(scenario)):  # (an empty workload too)
+        by_class = steps.join(F.broadcast(forests.placed_df(spark)), ["entry", "node"], "left_anti")
+        parts.append(_ClassPart(by_class, shared, parallelism))
+    links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
     failures = Failures.of(
         world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
     )
@@ -67,10 +142,8 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    carried = jobs.carried(by_class, routes).cache()
     offered = (
-        jobs.offered(carried, failures)
-        .unionByName(tree_offered.drop("crossed"))
+        _union([p.offered(failures) for p in parts])
         .groupBy("link", "step")
         .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
     )
@@ -79,28 +152,10 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     nodes = spark.createDataFrame(
         [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
     )
-    link_ms = trees.chunked(
-        traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")).join(
-            F.broadcast(forests.links_df(spark, world)), "link"
-        ),
-        scenario.steps,
-        chunks,
-    ).repartition(parallelism, "tree", "chunk")
-    delivered = (
-        jobs.deliveries(carried, traffic, failures)
-        .drop("step")
-        .unionByName(trees.deliveries(tree_cells, link_ms, shared, forests))
-        .cache()
-    )
-    queues = jobs.queue_table(delivered, jobs.duplicates(by_class, routes, failures)).cache()
-    routed = (
-        routes.where(F.col("kind") == "deliver")
-        .select("cid")
-        .union(
-            on_trees.join(F.broadcast(forests.routed_keys_df(spark, world)), ["tree", "key"]).select("cid")
-        )
-        .distinct()
-    )
+    delivered = _union([p.deliveries(traffic, failures) for p in parts]).cache()
+    duplicated = [d for d in (p.duplicates(failures) for p in parts) if d is not None]
+    queues = jobs.queue_table(delivered, _union(duplicated) if duplicated else None).cache()
+    routed = _union([p.routed() for p in parts]).distinct()
     found = {
         "links": traffic,
         "nodes": jobs.node_table(nodes, steps, routed, traffic, queues),

@@ -328,8 +328,9 @@ def duplicates(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataF
     )
 
 
-def queue_table(delivered: DataFrame, duplicated: DataFrame) -> DataFrame:
-    """The `queues` table from the delivery rows and the duplicates per queue."""
+def queue_table(delivered: DataFrame, duplicated: DataFrame | None) -> DataFrame:
+    """The `queues` table from the delivery rows and the duplicates per queue (None: no
+    route delivers more than one copy)."""
     kept = ~F.col("lost")
 
     def total(value: Column, when: Column) -> Column:
@@ -342,19 +343,19 @@ def queue_table(delivered: DataFrame, duplicated: DataFrame) -> DataFrame:
         F.max("hops").cast("bigint").alias("max_hops"),
         total(F.col("n") * F.col("delay_ms"), kept).alias("total_delay_ms"),
     )
-    return (
-        counts.join(duplicated, ["at", "queue"], "left")
-        .fillna(0, ["duplicates"])
-        .select(
-            F.col("at").alias("node"),
-            "queue",
-            "delivered",
-            F.col("duplicates").cast("bigint"),
-            "lost",
-            "delayed",
-            "max_hops",
-            "total_delay_ms",
-        )
+    if duplicated is None:
+        with_duplicates = counts.withColumn("duplicates", F.lit(0))
+    else:
+        with_duplicates = counts.join(duplicated, ["at", "queue"], "left").fillna(0, ["duplicates"])
+    return with_duplicates.select(
+        F.col("at").alias("node"),
+        "queue",
+        "delivered",
+        F.col("duplicates").cast("bigint"),
+        "lost",
+        "delayed",
+        "max_hops",
+        "total_delay_ms",
     )
 
 
