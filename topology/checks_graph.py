@@ -509,8 +509,8 @@ def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     eccentricity = _tree_eccentricities(graph)
     diameter = max(eccentricity.values())
     start = next(node for node in graph if eccentricity[node] == diameter)
-    paths = nx.single_source_shortest_path(graph, start).values()
-    return next(path for path in paths if len(path) == diameter + 1)
+    found = nx.single_source_shortest_path(graph, start)
+    return next(path for path in found.values() if len(path) == diameter + 1)
 
 
 def _tree_eccentricities(graph: nx.DiGraph[str]) -> dict[str, int]:

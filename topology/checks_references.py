@@ -288,11 +288,11 @@ def check_federated_dynamic(topology: Topology) -> Iterator[Finding]:
             for node in (route.source, route.destination):
                 first.setdefault((route.exchange, node), route)
     for federation in topology.federations:
-        route = first.get((federation.exchange, federation.child))
-        if route is not None:
+        clash = first.get((federation.exchange, federation.child))
+        if clash is not None:
             message = (
                 f"{describe(federation)}: '{federation.exchange}' has dynamic routes on "
-                f"{federation.child} ({describe(route)}): an exchange is federated at most once"
+                f"{federation.child} ({describe(clash)}): an exchange is federated at most once"
             )
             yield Finding("error", "federated-dynamic", message, federation.where)
 
