@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import islice
 from typing import Any, cast
 
@@ -109,16 +110,28 @@ def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | N
 
 def _cycles(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[list[str], list[list[Edge]]]]:
     """Simple cycles (bounded), each starting at its node declared first, in a stable order."""
-    order = list(topology.nodes)
+    position = {name: index for index, name in enumerate(topology.nodes)}
     simple: nx.DiGraph[str] = nx.DiGraph(graph)
     cycles = []
-    for cycle in islice(nx.simple_cycles(simple, length_bound=len(simple)), MAX_ENUMERATED):
-        first = min(range(len(cycle)), key=lambda i: order.index(cycle[i]))
+    for cycle in _simple_cycles(simple):
+        first = min(range(len(cycle)), key=lambda i: position[cycle[i]])
         cycles.append(cycle[first:] + cycle[:first])
-    for cycle in sorted(cycles, key=lambda c: (len(c), [order.index(n) for n in c])):
+    for cycle in sorted(cycles, key=lambda c: (len(c), [position[n] for n in c])):
         if len(cycle) > 1:
             pairs = zip(cycle, cycle[1:] + cycle[:1], strict=True)
             yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
+
+
+def _simple_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
+    """networkx's simple cycles of two nodes or more, at most MAX_ENUMERATED of them; or, when
+    the links form a forest once directions are dropped, every such cycle, found in linear time:
+    each pair of edges both ways (`u -> v -> u`), as no longer cycle can exist there (a
+    hierarchy of 10,000 nodes has 9,999 such pairs, which networkx took 50 s to list)."""
+    undirected: nx.Graph[str] = nx.Graph(graph)
+    undirected.remove_edges_from(list(nx.selfloop_edges(undirected)))
+    if len(undirected) and not nx.is_forest(undirected):
+        return list(islice(nx.simple_cycles(graph, length_bound=len(graph)), MAX_ENUMERATED))
+    return [[u, v] for u, v in graph.edges() if u < v and graph.has_edge(v, u)]
 
 
 def _static(hop: list[Edge]) -> list[Edge]:
@@ -348,33 +361,116 @@ def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
 
 # -- resilience ----------------------------------------------------------------------------------------
 
+#: A part a cut leaves is listed up to this many nodes; a bigger one is named by its node next
+#: to the cut and a count (a bridge of a 10,000-node hierarchy would list 9,999 names).
+MAX_LISTED = 20
 
-def _parts(graph: nx.Graph[str]) -> str:
+
+def _part(members: Callable[[], Iterable[str]], count: int, near: str) -> str:
+    """`[a, b, c]`, or past MAX_LISTED nodes `[near and 1,234 other nodes]` (members unlisted)."""
+    if count <= MAX_LISTED:
+        return _group(members())
+    return f"[{near} and {count - 1:,} other nodes]"
+
+
+def _join(parts: Iterable[str]) -> str:
     """The groups of nodes a cut leaves, smallest first: `[a] | [b, c]`."""
-    parts = sorted((_group(c) for c in nx.connected_components(graph)), key=lambda text: (len(text), text))
-    return " | ".join(parts)
+    return " | ".join(sorted(parts, key=lambda text: (len(text), text)))
+
+
+class _DepthFirst:
+    """One depth-first search of an undirected graph, so that each cut's parts are found
+    without copying the graph: a node's subtree is the range of `preorder` from its `index`
+    over its `size`, a component is its root's subtree, and `low` is the lowest index a
+    subtree reaches by one edge (Hopcroft and Tarjan): a bridge's far side is the subtree of
+    its lower end; an articulation point's parts are the subtrees of its children whose `low`
+    does not reach above it, and (unless it is a root) the rest of its component."""
+
+    def __init__(self, graph: nx.Graph[str]) -> None:
+        self.preorder: list[str] = []
+        self.index: dict[str, int] = {}
+        self.low: dict[str, int] = {}
+        self.size: dict[str, int] = {}
+        self.parent: dict[str, str | None] = {}
+        self.children: dict[str, list[str]] = {}
+        self.root: dict[str, str] = {}
+        for root in graph:
+            if root not in self.index:
+                self._search(graph, root)
+
+    def _visit(self, node: str, parent: str | None, root: str) -> None:
+        self.index[node] = self.low[node] = len(self.preorder)
+        self.preorder.append(node)
+        self.parent[node], self.root[node], self.children[node] = parent, root, []
+        if parent is not None:
+            self.children[parent].append(node)
+
+    def _search(self, graph: nx.Graph[str], root: str) -> None:
+        self._visit(root, None, root)
+        stack = [(root, iter(graph[root]))]
+        while stack:
+            node, neighbours = stack[-1]
+            for neighbour in neighbours:
+                if neighbour not in self.index:
+                    self._visit(neighbour, node, root)
+                    stack.append((neighbour, iter(graph[neighbour])))
+                    break
+                if neighbour != self.parent[node]:
+                    self.low[node] = min(self.low[node], self.index[neighbour])
+            else:
+                stack.pop()
+                self.size[node] = len(self.preorder) - self.index[node]
+                up = self.parent[node]
+                if up is not None:
+                    self.low[up] = min(self.low[up], self.low[node])
+
+    def subtree(self, node: str) -> list[str]:
+        return self.preorder[self.index[node] : self.index[node] + self.size[node]]
+
+    def outside(self, node: str, inside: Iterable[str], left_out: str | None = None) -> list[str]:
+        """The nodes of `node`'s component outside the subtrees of `inside` (and not `left_out`)."""
+        root = self.root[node]
+        start, end = self.index[root], self.index[root] + self.size[root]
+        cut = sorted((self.index[n], self.index[n] + self.size[n]) for n in inside)
+        kept = []
+        for low, high in cut:
+            kept += self.preorder[start:low]
+            start = max(start, high)
+        return [n for n in kept + self.preorder[start:end] if n != left_out]
 
 
 def check_articulation_points(topology: Topology) -> Iterator[Finding]:
     graph = connection_graph(topology)
+    search = _DepthFirst(graph)
     for node in sorted(nx.articulation_points(graph), key=list(topology.nodes).index):
-        rest = graph.subgraph(nx.node_connected_component(graph, node) - {node})
+        below = [c for c in search.children[node] if search.low[c] >= search.index[node]]
+        parts = [_part(partial(search.subtree, child), search.size[child], child) for child in below]
+        up = search.parent[node]
+        if up is not None:  # a root has no rest: its children's subtrees are all it joined
+            count = search.size[search.root[node]] - 1 - sum(search.size[c] for c in below)
+            parts.append(_part(partial(search.outside, node, below, node), count, up))
         message = (
-            f"node '{node}' is a single point of failure: without it, {_parts(rest)} cannot reach each other"
+            f"node '{node}' is a single point of failure: without it, {_join(parts)} cannot reach each other"
         )
         yield Finding("warning", "single-point-of-failure", message, topology.nodes[node].where)
 
 
 def check_bridges(topology: Topology) -> Iterator[Finding]:
     graph = connection_graph(topology)
+    search = _DepthFirst(graph)
     # types-networkx says bridges() yields nodes; it yields (u, v) edges, as networkx documents.
     for u, v in cast("Iterator[tuple[str, str]]", nx.bridges(graph)):
         decls = graph.edges[u, v]["decls"]
-        rest: nx.Graph[str] = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
-        rest.remove_edge(u, v)
+        low, high = (v, u) if search.parent[v] == u else (u, v)  # a bridge is a tree edge
+        below = search.size[low]
+        count = search.size[search.root[low]] - below
+        parts = [
+            _part(partial(search.subtree, low), below, low),
+            _part(partial(search.outside, low, [low]), count, high),
+        ]
         message = (
             f"the connection {u} - {v} ({', '.join(describe(d) for d in decls)}) is a single point of "
-            f"failure: without it, {_parts(rest)} cannot reach each other"
+            f"failure: without it, {_join(parts)} cannot reach each other"
         )
         yield Finding("warning", "bridge", message, decls[0].where)
 
@@ -388,13 +484,46 @@ def _flows(topology: Topology) -> Iterator[Route | Federation]:
 def check_diameter(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
         graph: nx.DiGraph[str] = nx.DiGraph(flow_graph(topology, exchange))
-        graph.remove_edges_from(nx.selfloop_edges(graph))
+        graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+        longest = _longest_shortest_path(graph)
+        if len(longest) > 1:
+            where = next(d.where for d in _flows(topology) if d.exchange == exchange)
+            message = f"exchange '{exchange}': a message crosses at most {len(longest) - 1} hop(s) ({arrow(longest)})"
+            yield Finding("info", "diameter", message, where)
+
+
+def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
+    """The first longest shortest path, sources in node order and each source's paths in the
+    order networkx finds them. When every edge goes both ways and the links form a forest (the
+    generators' dynamic routes and fanout federations), three breadth-first searches per
+    component give every node's eccentricity, so only the first source at the diameter is
+    searched (all pairs of 10,000 nodes are 10^8 paths)."""
+    symmetric = all(graph.has_edge(v, u) for u, v in graph.edges())
+    if not (symmetric and len(graph) and nx.is_forest(nx.Graph(graph))):
         longest: list[str] = []
         for _start, paths in nx.all_pairs_shortest_path(graph):
             for path in paths.values():
                 if len(path) > len(longest):
                     longest = path
-        if len(longest) > 1:
-            where = next(d.where for d in _flows(topology) if d.exchange == exchange)
-            message = f"exchange '{exchange}': a message crosses at most {len(longest) - 1} hop(s) ({arrow(longest)})"
-            yield Finding("info", "diameter", message, where)
+        return longest
+    eccentricity = _tree_eccentricities(graph)
+    diameter = max(eccentricity.values())
+    start = next(node for node in graph if eccentricity[node] == diameter)
+    found = nx.single_source_shortest_path(graph, start)
+    return next(path for path in found.values() if len(path) == diameter + 1)
+
+
+def _tree_eccentricities(graph: nx.DiGraph[str]) -> dict[str, int]:
+    """How far each node's farthest node is, in a forest with every edge both ways: the
+    farther of the two ends of a diameter of its tree, found by two sweeps (a tree's farthest
+    node from anywhere is an end of any diameter)."""
+    eccentricity: dict[str, int] = {}
+    for component in nx.weakly_connected_components(graph):
+        anywhere = next(iter(component))
+        far = nx.single_source_shortest_path_length(graph, anywhere)
+        one_end = max(far, key=far.__getitem__)
+        from_one = nx.single_source_shortest_path_length(graph, one_end)
+        other_end = max(from_one, key=from_one.__getitem__)
+        from_other = nx.single_source_shortest_path_length(graph, other_end)
+        eccentricity.update({node: max(from_one[node], from_other[node]) for node in component})
+    return eccentricity

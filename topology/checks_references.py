@@ -280,16 +280,21 @@ def check_unfederatable(topology: Topology) -> Iterator[Finding]:
 
 
 def check_federated_dynamic(topology: Topology) -> Iterator[Finding]:
+    # The first dynamic route on each (exchange, node), looked up per federation (a scan of
+    # every route per federation took 6 s at 10,000 nodes).
+    first: dict[tuple[str, str], Route] = {}
+    for route in topology.routes:
+        if route.kind == "dynamic":
+            for node in (route.source, route.destination):
+                first.setdefault((route.exchange, node), route)
     for federation in topology.federations:
-        for route in topology.routes:
-            if route.kind == "dynamic" and route.exchange == federation.exchange:
-                if federation.child in (route.source, route.destination):
-                    message = (
-                        f"{describe(federation)}: '{federation.exchange}' has dynamic routes on "
-                        f"{federation.child} ({describe(route)}): an exchange is federated at most once"
-                    )
-                    yield Finding("error", "federated-dynamic", message, federation.where)
-                    break
+        clash = first.get((federation.exchange, federation.child))
+        if clash is not None:
+            message = (
+                f"{describe(federation)}: '{federation.exchange}' has dynamic routes on "
+                f"{federation.child} ({describe(clash)}): an exchange is federated at most once"
+            )
+            yield Finding("error", "federated-dynamic", message, federation.where)
 
 
 def _dynamic_nodes(topology: Topology, exchange: str) -> list[str]:
@@ -314,15 +319,17 @@ def check_dynamic_tags(topology: Topology) -> Iterator[Finding]:
 
 
 def check_excludes(topology: Topology) -> Iterator[Finding]:
+    known: dict[str, list[str]] = {}  # each exchange's tags, worked out once (not per route)
     for route in topology.routes:
-        if route.kind != "dynamic":
+        if route.kind != "dynamic" or not route.excludes:
             continue
-        tags = dynamic_tags(topology, route.exchange)
-        known = sorted({tags[node] for node in _dynamic_nodes(topology, route.exchange)})
+        if route.exchange not in known:
+            tags = dynamic_tags(topology, route.exchange)
+            known[route.exchange] = sorted({tags[node] for node in _dynamic_nodes(topology, route.exchange)})
         for tag in route.excludes:
-            if tag not in known:
+            if tag not in known[route.exchange]:
                 message = (
                     f"{describe(route)} excludes '{tag}', which is no node's tag on '{route.exchange}' "
-                    f"(tags: {', '.join(known)}): it excludes nothing"
+                    f"(tags: {', '.join(known[route.exchange])}): it excludes nothing"
                 )
                 yield Finding("warning", "unknown-exclude", message, route.where)

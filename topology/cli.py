@@ -26,6 +26,9 @@ from topology.render_live import render_live_dot, render_live_json, render_live_
 from topology.routemap import compare_views, expected_views, mark_live, offline_map
 
 FORMATS = ("text", "json", "dot", "png")
+#: Warnings or notes of one code `check` lists before it counts the rest (without --all): a
+#: 10,000-node hierarchy has 9,999 bridges. Errors are always listed, every one.
+LISTED_PER_CODE = 20
 
 
 def findings_summary(findings: list[Finding]) -> str:
@@ -40,13 +43,31 @@ def warn(line: str) -> None:
 
 
 async def check(context: Any, args: argparse.Namespace) -> int:
-    """Every finding, one per line, then the totals; exit 1 if any is an error."""
+    """The findings, one per line, then the totals; exit 1 if any is an error."""
     topology = load(args.file)
     findings = run_checks(topology)
-    for finding in findings:
-        print(finding)
+    print("\n".join(listed(findings, None if args.all else LISTED_PER_CODE, args.file)))
     print(f"{args.file}: {findings_summary(findings)}")
     return EXIT_FAILED if has_errors(findings) else 0
+
+
+def listed(findings: list[Finding], per_code: int | None, file: Path) -> list[str]:
+    """A line per finding; past `per_code` warnings or notes of one code, one line that counts
+    the rest of them (every error is listed; per_code None lists everything)."""
+    seen: dict[str, int] = {}
+    lines = []
+    for finding in findings:
+        seen[finding.code] = seen.get(finding.code, 0) + 1
+        if per_code is None or finding.severity == "error" or seen[finding.code] <= per_code:
+            lines.append(str(finding))
+    severity = {finding.code: finding.severity for finding in findings}
+    for code, count in seen.items():
+        if per_code is not None and severity[code] != "error" and count > per_code:
+            lines.append(
+                f"... and {count - per_code:,} more {severity[code]}(s) [{code}] like these; "
+                f"`amq-route topology check --all {file}` lists every one"
+            )
+    return lines
 
 
 async def draw(context: Any, args: argparse.Namespace) -> int:
@@ -152,10 +173,15 @@ def add_commands(command: Callable[[str, Command, str], argparse.ArgumentParser]
         )
         return leaf
 
-    with_file(
+    leaf = with_file(
         command(
             "check", refusing(check), "check a topology file: references, loops, reachability, resilience"
         )
+    )
+    leaf.add_argument(
+        "--all",
+        action="store_true",
+        help=f"list every finding (default: past {LISTED_PER_CODE} warnings or notes of one code, a count)",
     )
     leaf = with_file(
         command("map", refusing(draw), "the route map a topology file makes, offline or against live nodes")

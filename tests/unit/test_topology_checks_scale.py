@@ -1,0 +1,219 @@
+"""topology.checks at the generators' scale: each check does work linear (or near) in the size
+of a tree-shaped topology, counted here on generated hierarchies of a few hundred nodes (at
+10,000 nodes the all-pairs, per-cut and per-route versions did not finish), and finds what the
+exhaustive versions find; `amq-route topology check` lists a code's first warnings and counts
+the rest. No wall-clock times: the work is counted."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from simulations.generators import GeneratorSpec, generate
+from topology import checks_graph as graph_checks
+from topology import checks_references as reference_checks
+from topology.cli import listed
+from topology.model import Federation, Finding, Route, Topology
+
+#: 1 root, 4 hubs, 120 edges: dynamic routes both ways along the tree, fanout federations up it.
+HIERARCHY = GeneratorSpec("hierarchy", 3, hubs=4, nodes=125, fanout_federation="sim.fanout")
+
+
+def hierarchy() -> Topology:
+    return generate(HIERARCHY)
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[Any]:
+    """Replace owner.name with a wrapper that records each call's arguments."""
+    calls: list[Any] = []
+    real = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
+def test_excludes_work_out_each_exchanges_tags_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not once per dynamic route: 248 routes made 248 passes over every route (70 s at 10,000)."""
+    tree = hierarchy()
+    first = tree.routes[0]
+    tree = replace(tree, routes=(replace(first, excludes=("nobody",)), *tree.routes[1:]))
+    calls = counting(monkeypatch, reference_checks, "dynamic_tags")
+    found = list(reference_checks.check_excludes(tree))
+    assert [(f.code, f.where) for f in found] == [("unknown-exclude", first.where)]
+    assert (
+        "excludes 'nobody', which is no node's tag on 'sim.topic' (tags: edge-000-000, " in found[0].message
+    )
+    assert [exchange for _topology, exchange in calls] == ["sim.topic"]
+
+
+class CountedRoutes(tuple[Route, ...]):
+    """The routes, counting how often something walks through them."""
+
+    walks = 0
+
+    def __iter__(self) -> Any:
+        CountedRoutes.walks += 1
+        return super().__iter__()
+
+
+def test_federated_dynamic_walks_the_routes_once() -> None:
+    """Not once per federation (6 s at 10,000 nodes); the first clashing route is still named."""
+    tree = hierarchy()
+    clash = Federation("edge-000-000", "root", "sim.topic", "fanout", where="t.toml:9: federations[124]")
+    tree = replace(tree, routes=CountedRoutes(tree.routes), federations=(*tree.federations, clash))
+    CountedRoutes.walks = 0
+    found = list(reference_checks.check_federated_dynamic(tree))
+    assert CountedRoutes.walks == 1
+    assert [(f.code, f.where) for f in found] == [("federated-dynamic", clash.where)]
+    assert "(dynamic route hub-000 -> edge-000-000 on 'sim.topic')" in found[0].message
+
+
+def test_a_forest_s_loops_are_its_pairs_both_ways_without_enumerating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once directions are dropped a tree has no cycle, so its directed cycles are the pairs
+    of edges both ways: all dynamic (safe, no finding), a federation going up and back down
+    (a bounce, no finding), or a static exchange route against a dynamic one (reported)."""
+    calls = counting(monkeypatch, nx, "simple_cycles")
+    tree = hierarchy()
+    assert list(graph_checks.check_loops(tree)) == []
+    back = Route("exchange", "hub-001", "edge-001-003", "sim.topic", key="#", where="t.toml:7: routes[248]")
+    found = list(graph_checks.check_loops(replace(tree, routes=(*tree.routes, back))))
+    assert [(f.severity, f.code, f.where) for f in found] == [("warning", "mixed-loop", back.where)]
+    assert "can go round hub-001 -> edge-001-003 -> hub-001" in found[0].message
+    assert calls == []
+    ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=3, edges=1))
+    assert [f.code for f in graph_checks.check_loops(ring)] == ["dynamic-loop"]
+    assert calls  # a graph with a cycle of its own is still enumerated
+
+
+def test_bridges_and_single_points_of_failure_copy_no_subgraph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One depth-first search finds every cut's parts (a subgraph per bridge: 10,000 copies of
+    a 10,000-node graph); a part of more than MAX_LISTED nodes is named by its node at the cut."""
+    calls = counting(monkeypatch, nx.Graph, "subgraph")
+    tree = hierarchy()
+    bridges = list(graph_checks.check_bridges(tree))
+    points = list(graph_checks.check_articulation_points(tree))
+    assert calls == []
+    assert len(bridges) == 124 and len(points) == 5
+    by_edge = {f.message.split(" (")[0]: f.message for f in bridges}
+    assert by_edge["the connection root - hub-002"].endswith(
+        "without it, [root and 93 other nodes] | [hub-002 and 30 other nodes] cannot reach each other"
+    )
+    assert by_edge["the connection hub-002 - edge-002-007"].endswith(
+        "without it, [edge-002-007] | [hub-002 and 123 other nodes] cannot reach each other"
+    )
+    root = next(f.message for f in points if f.message.startswith("node 'root'"))
+    assert root.endswith(
+        "without it, [hub-000 and 30 other nodes] | [hub-001 and 30 other nodes] | "
+        "[hub-002 and 30 other nodes] | [hub-003 and 30 other nodes] cannot reach each other"
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cut_parts_are_the_components_left_by_each_cut(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every part listed, the depth-first parts are exactly the components networkx
+    finds in a copy without the node or the connection (random graphs with cycles, trees and
+    isolated nodes)."""
+    monkeypatch.setattr(graph_checks, "MAX_LISTED", 10**6)
+    rng = random.Random(seed)
+    names = [f"n{index:02d}" for index in range(30)]
+    pairs = [(a, b) for a in names for b in names if a < b and rng.random() < 0.07]
+    topology = Topology("t", "t.toml", {n: replace(hierarchy().nodes["root"], name=n) for n in names})
+    topology = replace(
+        topology, routes=tuple(Route("dynamic", a, b, "x", where="t.toml:1") for a, b in pairs)
+    )
+    graph = nx.Graph(pairs)
+    graph.add_nodes_from(names)
+
+    def parts(cut: nx.Graph) -> str:
+        return graph_checks._join(graph_checks._group(c) for c in nx.connected_components(cut))
+
+    expected = []
+    for node in sorted(nx.articulation_points(graph), key=names.index):
+        expected.append(
+            f"'{node}' is a single point of failure: without it, {parts(graph.subgraph(set(nx.node_connected_component(graph, node)) - {node}))} "
+        )
+    found = [f.message.removeprefix("node ") for f in graph_checks.check_articulation_points(topology)]
+    assert [m[: m.index(" cannot")] + " " for m in found] == expected
+    expected = []
+    for u, v in nx.bridges(graph):
+        rest = nx.Graph(graph.subgraph(nx.node_connected_component(graph, u)))
+        rest.remove_edge(u, v)
+        expected.append(parts(rest))
+    found = [
+        f.message.split("without it, ")[1].removesuffix(" cannot reach each other")
+        for f in graph_checks.check_bridges(topology)
+    ]
+    assert sorted(found) == sorted(expected)  # networkx lists bridges in its own order
+
+
+def all_pairs_longest(graph: nx.DiGraph) -> list[str]:
+    """The exhaustive answer: the first longest shortest path over all pairs."""
+    longest: list[str] = []
+    for _start, paths in nx.all_pairs_shortest_path(graph):
+        for path in paths.values():
+            if len(path) > len(longest):
+                longest = path
+    return longest
+
+
+def test_the_diameter_of_a_tree_takes_no_all_pairs_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counting(monkeypatch, nx, "all_pairs_shortest_path")
+    found = [f.message for f in graph_checks.check_diameter(hierarchy())]
+    assert calls == []
+    assert found == [
+        f"exchange '{name}': a message crosses at most 4 hop(s) (edge-000-000 -> hub-000 -> root -> hub-001 -> edge-001-000)"
+        for name in ("sim.topic", "sim.fanout")
+    ]
+    ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=3, edges=1))
+    assert [f.code for f in graph_checks.check_diameter(ring)] == ["diameter"]
+    assert calls  # not a tree: every pair
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_tree_s_diameter_path_is_the_one_all_pairs_finds(seed: int) -> None:
+    """Same length and the same path (first source in node order, first target networkx
+    reaches), on random forests of edges both ways with the nodes in a random order."""
+    rng = random.Random(seed)
+    names = [f"n{index}" for index in range(rng.randint(1, 40))]
+    rng.shuffle(names)
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_nodes_from(names)
+    for index in range(1, len(names)):
+        if rng.random() < 0.9:  # else a new tree of the forest starts here
+            parent = names[rng.randrange(index)]
+            graph.add_edge(parent, names[index])
+            graph.add_edge(names[index], parent)
+    assert graph_checks._longest_shortest_path(graph) == all_pairs_longest(graph)
+
+
+def finding(code: str, severity: str, index: int) -> Finding:
+    return Finding(severity, code, f"{code} number {index}", f"t.toml:{index}: routes[{index}]")
+
+
+def test_check_lists_20_warnings_of_a_code_and_counts_the_rest() -> None:
+    """A 10,000-node hierarchy has 9,999 bridges: the operator sees 20 and a count (--all:
+    every one); errors are all listed, and a small topology's output is unchanged."""
+    findings = [finding("bridge", "warning", i) for i in range(25)]
+    findings += [finding("static-loop", "error", i) for i in range(25)]
+    findings += [finding("diameter", "info", i) for i in range(3)]
+    lines = listed(findings, 20, Path("big.toml"))
+    codes = Counter(re.findall(r" \[([a-z-]+)\] ", "\n".join(lines)))
+    assert codes == {"bridge": 21, "static-loop": 25, "diameter": 3}
+    assert lines[-1] == (
+        "... and 5 more warning(s) [bridge] like these; `amq-route topology check --all big.toml` lists every one"
+    )
+    assert listed(findings, None, Path("big.toml")) == [str(f) for f in findings]
+    assert listed(findings[:20], 20, Path("big.toml")) == [str(f) for f in findings[:20]]
