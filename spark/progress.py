@@ -20,6 +20,8 @@ class Poller:
         self.report = report
         self.stage = "starting"
         self.low, self.high = 0.0, 0.0
+        self.shown = 0.0
+        self._lock = threading.Lock()  # the pipeline enters stages while the poller reports
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="amq-sim progress", daemon=True)
 
@@ -33,12 +35,22 @@ class Poller:
 
     def at(self, stage: str, low: float, high: float) -> None:
         """The pipeline entered `stage`, which runs from `low` to `high` of the whole."""
-        self.stage, self.low, self.high = stage, low, high
-        self.report(stage, low)
+        with self._lock:
+            self.stage, self.low, self.high, self.shown = stage, low, high, low
+            self.report(stage, low)
+
+    def tasks(self, done: int, total: int) -> None:
+        """`done` of the running Spark stages' `total` tasks are finished: report the share of
+        the whole that says, if it is news. A pipeline stage runs many Spark stages one after
+        another, so a stage that starts with none done never takes the share back."""
+        with self._lock:
+            fraction = self.low + (self.high - self.low) * done / total if total else self.shown
+            if fraction > self.shown:
+                self.shown = fraction
+                self.report(self.stage, fraction)
 
     def _run(self) -> None:
         tracker = self.context.statusTracker()
-        last = -1.0
         while not self._stop.wait(EVERY):
             done = total = 0
             for stage_id in tracker.getActiveStageIds():
@@ -46,7 +58,4 @@ class Poller:
                 if info is not None:
                     done += info.numCompletedTasks
                     total += info.numTasks
-            fraction = self.low + (self.high - self.low) * done / total if total else -1.0
-            if total and fraction != last:  # only news: a stage that has not moved says nothing
-                last = fraction
-                self.report(self.stage, fraction)
+            self.tasks(done, total)
