@@ -121,7 +121,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
     forests = trees.Forests.of(world)
-    parallelism = spark.sparkContext.defaultParallelism
+    parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
