@@ -492,6 +492,17 @@ def check_diameter(topology: Topology) -> Iterator[Finding]:
             yield Finding("info", "diameter", message, where)
 
 
+def all_pairs_longest(graph: nx.DiGraph[str]) -> list[str]:
+    """The first longest shortest path over all pairs, sources in node order: the exhaustive
+    answer, for graphs that are not two-way forests."""
+    longest: list[str] = []
+    for _start, paths in nx.all_pairs_shortest_path(graph):
+        for path in paths.values():
+            if len(path) > len(longest):
+                longest = path
+    return longest
+
+
 def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     """The first longest shortest path, sources in node order and each source's paths in the
     order networkx finds them. When every edge goes both ways and the links form a forest (the
@@ -500,12 +511,7 @@ def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     searched (all pairs of 10,000 nodes are 10^8 paths)."""
     symmetric = all(graph.has_edge(v, u) for u, v in graph.edges())
     if not (symmetric and len(graph) and nx.is_forest(nx.Graph(graph))):
-        longest: list[str] = []
-        for _start, paths in nx.all_pairs_shortest_path(graph):
-            for path in paths.values():
-                if len(path) > len(longest):
-                    longest = path
-        return longest
+        return all_pairs_longest(graph)
     eccentricity = _tree_eccentricities(graph)
     diameter = max(eccentricity.values())
     start = next(node for node in graph if eccentricity[node] == diameter)

@@ -159,16 +159,6 @@ def test_cut_parts_are_the_components_left_by_each_cut(seed: int, monkeypatch: p
     assert sorted(found) == sorted(expected)  # networkx lists bridges in its own order
 
 
-def all_pairs_longest(graph: nx.DiGraph) -> list[str]:
-    """The exhaustive answer: the first longest shortest path over all pairs."""
-    longest: list[str] = []
-    for _start, paths in nx.all_pairs_shortest_path(graph):
-        for path in paths.values():
-            if len(path) > len(longest):
-                longest = path
-    return longest
-
-
 def test_the_diameter_of_a_tree_takes_no_all_pairs_search(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = counting(monkeypatch, nx, "all_pairs_shortest_path")
     found = [f.message for f in graph_checks.check_diameter(hierarchy())]
@@ -196,7 +186,7 @@ def test_a_tree_s_diameter_path_is_the_one_all_pairs_finds(seed: int) -> None:
             parent = names[rng.randrange(index)]
             graph.add_edge(parent, names[index])
             graph.add_edge(names[index], parent)
-    assert graph_checks._longest_shortest_path(graph) == all_pairs_longest(graph)
+    assert graph_checks._longest_shortest_path(graph) == graph_checks.all_pairs_longest(graph)
 
 
 def finding(code: str, severity: str, index: int) -> Finding:
