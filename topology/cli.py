@@ -46,7 +46,8 @@ async def check(context: Any, args: argparse.Namespace) -> int:
     """The findings, one per line, then the totals; exit 1 if any is an error."""
     topology = load(args.file)
     findings = run_checks(topology)
-    print("\n".join(listed(findings, None if args.all else LISTED_PER_CODE, args.file)))
+    for line in listed(findings, None if args.all else LISTED_PER_CODE, args.file):
+        print(line)
     print(f"{args.file}: {findings_summary(findings)}")
     return EXIT_FAILED if has_errors(findings) else 0
 

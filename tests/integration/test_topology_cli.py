@@ -101,6 +101,16 @@ async def test_check_lists_findings_and_exits_1_on_errors(tmp_path: Path) -> Non
             assert "error(s) found; `amq-route topology check" in err
 
 
+async def test_check_of_a_clean_file_prints_the_totals_alone(tmp_path: Path) -> None:
+    """No findings, no lines before the totals (a blank one was printed when the listing of
+    findings became one joined string)."""
+    topology = tmp_path / "one.toml"
+    topology.write_text('[nodes.a]\nhost = "127.0.0.1"\nport = 5999\n')
+    with trio.fail_after(30):
+        status, out, err = await cli("amq-route", "topology", "check", str(topology))
+    assert (status, out) == (0, f"{topology}: 0 error(s), 0 warning(s), 0 note(s)\n"), err
+
+
 async def test_a_file_that_does_not_load_is_one_line_per_problem(tmp_path: Path) -> None:
     topology = tmp_path / "typo.toml"
     topology.write_text('[nodes.a]\nhost = "127.0.0.1"\nport = "many"\n')
