@@ -122,14 +122,19 @@ def _cycles(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[l
             yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
 
 
+def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
+    """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
+    undirected: nx.Graph[str] = nx.Graph(graph)
+    undirected.remove_edges_from(list(nx.selfloop_edges(undirected)))
+    return len(undirected) == 0 or bool(nx.is_forest(undirected))
+
+
 def _simple_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
     """networkx's simple cycles of two nodes or more, at most MAX_ENUMERATED of them; or, when
     the links form a forest once directions are dropped, every such cycle, found in linear time:
     each pair of edges both ways (`u -> v -> u`), as no longer cycle can exist there (a
     hierarchy of 10,000 nodes has 9,999 such pairs, which networkx took 50 s to list)."""
-    undirected: nx.Graph[str] = nx.Graph(graph)
-    undirected.remove_edges_from(list(nx.selfloop_edges(undirected)))
-    if len(undirected) and not nx.is_forest(undirected):
+    if not _forest_once_undirected(graph):
         return list(islice(nx.simple_cycles(graph, length_bound=len(graph)), MAX_ENUMERATED))
     return [[u, v] for u, v in graph.edges() if u < v and graph.has_edge(v, u)]
 
@@ -510,7 +515,7 @@ def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     component give every node's eccentricity, so only the first source at the diameter is
     searched (all pairs of 10,000 nodes are 10^8 paths)."""
     symmetric = all(graph.has_edge(v, u) for u, v in graph.edges())
-    if not (symmetric and len(graph) and nx.is_forest(nx.Graph(graph))):
+    if not (symmetric and len(graph) and _forest_once_undirected(graph)):
         return all_pairs_longest(graph)
     eccentricity = _tree_eccentricities(graph)
     diameter = max(eccentricity.values())
