@@ -24,6 +24,7 @@ from simulations.workload import key_draw, publishing
 from simulations.world import World, link_ends
 from spark import jobs, trees
 from spark.failures import Failures
+from spark.frames import local_frame
 
 #: Told when the pipeline enters a stage, with the share of the work done before and after it.
 Progress = Callable[[str, float, float], None]
@@ -138,7 +139,8 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     )
     progress("traffic", 0.4, 0.6)
     props = [(link, *link_ends(link), *_props(world, link)) for link in links]
-    link_df = spark.createDataFrame(
+    link_df = local_frame(
+        spark,
         props,
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
@@ -149,8 +151,10 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     )
     traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
-    nodes = spark.createDataFrame(
-        [(name, node.region) for name, node in world.topology.nodes.items()], "node string, region string"
+    nodes = local_frame(
+        spark,
+        [(name, node.region) for name, node in world.topology.nodes.items()],
+        "node string, region string",
     )
     delivered = _union([p.deliveries(traffic, failures) for p in parts]).cache()
     duplicated = [d for d in (p.duplicates(failures) for p in parts) if d is not None]

@@ -22,6 +22,7 @@ from simulations.scenario import Scenario
 from simulations.workload import KeyDraw, publishing, size_range, source_seed, step_counts
 from simulations.world import World
 from spark.failures import Failures
+from spark.frames import local_frame
 
 CLASS = ["entry", "node", "key"]
 ROUTES_SCHEMA = (
@@ -72,10 +73,10 @@ def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
         schedule += [
             (entry, int(step), int(firsts[step]), int(counts[step])) for step in np.flatnonzero(counts)
         ]
-    sources_df = spark.createDataFrame(
-        sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
+    sources_df = local_frame(
+        spark, sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
     )
-    schedule_df = spark.createDataFrame(schedule, "entry int, step bigint, first bigint, count bigint")
+    schedule_df = local_frame(spark, schedule, "entry int, step bigint, first bigint, count bigint")
     return sources_df.join(F.broadcast(schedule_df), "entry")
 
 

@@ -26,6 +26,7 @@ from simulations.hops import Bins, TreeTraffic
 from simulations.scenario import Scenario
 from simulations.workload import headers_of, publishing, routing_key
 from simulations.world import LinkId, Outages, World, link_id
+from spark.frames import local_frame
 from spark.jobs import world_of
 
 OFFERED_SCHEMA = "link string, step bigint, messages bigint, bytes bigint, crossed boolean"
@@ -56,7 +57,7 @@ class Forests:
 
     def placed_df(self, spark: SparkSession) -> DataFrame:
         """(entry, node, tree) for every publishing node on a tree."""
-        return spark.createDataFrame(list(self.placed), "entry int, node string, tree int")
+        return local_frame(spark, list(self.placed), "entry int, node string, tree int")
 
     def links_df(self, spark: SparkSession, world: World) -> DataFrame:
         """(tree, link) for every link of every tree."""
@@ -67,7 +68,7 @@ class Forests:
             for node, parent in forest.trees[tree]:
                 if parent is not None:
                     rows += [(number, link_id(node, parent)), (number, link_id(parent, node))]
-        return spark.createDataFrame(rows, "tree int, link string")
+        return local_frame(spark, rows, "tree int, link string")
 
     def routed_keys_df(self, spark: SparkSession, world: World) -> DataFrame:
         """(tree, key) for every key some queue of the tree takes."""
@@ -81,7 +82,7 @@ class Forests:
                 for key in range(keys.size)
                 if forest.queues(tree, routing_key(keys, key), headers_of(keys, key))
             ]
-        return spark.createDataFrame(rows, "tree int, key int")
+        return local_frame(spark, rows, "tree int, key int")
 
 
 def chunked(tree_steps: DataFrame, steps: int, chunks: int) -> DataFrame:
