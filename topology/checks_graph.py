@@ -263,19 +263,43 @@ def _one_path_at_most(graph: nx.MultiDiGraph[str] | nx.DiGraph[str]) -> bool:
     return len(undirected) == 0 or bool(nx.is_forest(undirected))
 
 
+def _pairs_through_static(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[str, str]]:
+    """The (start, end) pairs, in declaration order, that some path with a static hop joins:
+    `start` reaches the hop's tail and its head reaches `end`. Dynamic routes deliver once per
+    node, so only these pairs can get a second copy; the others need no path search (every pair
+    of a 60-node mesh of dynamic routes took minutes)."""
+    ends: dict[str, set[str]] = {}
+    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic"}
+    for tail, head in static:
+        reached = nx.descendants(graph, head) | {head}
+        for start in nx.ancestors(graph, tail) | {tail}:
+            ends.setdefault(start, set()).update(reached)
+    position = {name: index for index, name in enumerate(topology.nodes)}
+    for start in sorted(ends, key=position.__getitem__):
+        yield from ((start, end) for end in sorted(ends[start] - {start}, key=position.__getitem__))
+
+
+def _pair_paths(topology: Topology, exchange: str, start: str, end: str) -> Finding | None:
+    """The multiple-paths finding of one pair: more than one delivering path that some key
+    `end`'s bindings match takes; None if there is none."""
+    bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
+    if not bound["keys"]:
+        return None  # no queue of its own to get copies twice (further nodes are checked)
+    paths = _delivering_paths(topology, exchange, start, end)
+    kept, extra = (paths[0], paths[1:]) if paths else ([], [])
+    extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
+    return _multiple_paths(topology, exchange, start, end, [*kept, bound], extra) if extra else None
+
+
 def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        if _one_path_at_most(flow_graph(topology, exchange)):
+        graph = flow_graph(topology, exchange)
+        if _one_path_at_most(graph):
             continue
-        for start, end in itertools.permutations(topology.nodes, 2):
-            bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
-            if not bound["keys"]:
-                continue  # no queue of its own to get copies twice (further nodes are checked)
-            paths = _delivering_paths(topology, exchange, start, end)
-            kept, extra = (paths[0], paths[1:]) if paths else ([], [])
-            extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
-            if extra:
-                yield _multiple_paths(topology, exchange, start, end, [*kept, bound], extra)
+        for start, end in _pairs_through_static(topology, graph):
+            found = _pair_paths(topology, exchange, start, end)
+            if found is not None:
+                yield found
 
 
 def _multiple_paths(
@@ -283,7 +307,7 @@ def _multiple_paths(
 ) -> Finding:
     key = witness_key(topology, exchange, kept + extra[0]) or ""
     kept = kept[:-1]
-    drop = [next(e["decl"] for e in path if e["kind"] != "dynamic" and e not in kept) for path in extra]
+    drop = [_first_static(path, kept) for path in extra]
     drop = list({id(d): d for d in drop}.values())
     routes = "; ".join(_path_text(start, path) for path in [kept, *extra])
     message = (
@@ -292,6 +316,15 @@ def _multiple_paths(
         + "; ".join(_proposal(decl) for decl in drop)
     )
     return Finding("warning", "multiple-paths", message, drop[0].where)
+
+
+def _first_static(path: list[Edge], kept: list[Edge]) -> Declaration:
+    """The declaration to drop for `path`'s copy: its first static hop the kept path does not
+    take; else (the two differ in dynamic hops only) its first static hop; else (`path` is the
+    dynamic one, longer than a static kept path) the kept path's first static hop."""
+    static = _static(path)
+    candidates = [e for e in static if e not in kept] + static + _static(kept)
+    return cast("Declaration", candidates[0]["decl"])
 
 
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:

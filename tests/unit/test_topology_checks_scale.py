@@ -6,6 +6,7 @@ the rest. No wall-clock times: the work is counted."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from collections import Counter
@@ -20,7 +21,8 @@ from simulations.generators import GeneratorSpec, generate
 from topology import checks_graph as graph_checks
 from topology import checks_references as reference_checks
 from topology.cli import listed
-from topology.model import Federation, Finding, Route, Topology
+from topology.graph import flow_graph
+from topology.model import Binding, Federation, Finding, Route, Topology
 
 #: 1 root, 4 hubs, 120 edges: dynamic routes both ways along the tree, fanout federations up it.
 HIERARCHY = GeneratorSpec("hierarchy", 3, hubs=4, nodes=125, fanout_federation="sim.fanout")
@@ -207,3 +209,85 @@ def test_check_lists_20_warnings_of_a_code_and_counts_the_rest() -> None:
     )
     assert listed(findings, None, Path("big.toml")) == [str(f) for f in findings]
     assert listed(findings[:20], 20, Path("big.toml")) == [str(f) for f in findings[:20]]
+
+
+def bound_everywhere(topology: Topology, exchange: str = "sim.topic") -> Topology:
+    """`topology` with a queue bound to `exchange` with '#' on every node."""
+    bindings = tuple(Binding(node, exchange, "q", "#") for node in topology.nodes)
+    return replace(topology, bindings=bindings)
+
+
+def test_multiple_paths_search_only_the_pairs_a_static_hop_joins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dynamic routes deliver once per node, so a pair needs a path with a static hop to get
+    a second copy: a mesh of dynamic routes alone has no pair to search (every pair's paths of
+    a 30-node random-geometric mesh did not finish in 30 s); one exchange route hub-001 ->
+    hub-002 makes the pairs whose start reaches hub-001 and whose end hub-002 reaches."""
+    calls = counting(monkeypatch, graph_checks, "_delivering_paths")
+    mesh = bound_everywhere(generate(GeneratorSpec("mesh-of-hubs", 1, hubs=3, edges=1)))
+    assert list(graph_checks.check_multiple_paths(mesh)) == []
+    assert calls == []
+    static = Route("exchange", "hub-001", "hub-002", "sim.topic", key="#", where="t.toml:9: routes[12]")
+    found = list(graph_checks.check_multiple_paths(replace(mesh, routes=(*mesh.routes, static))))
+    assert len(calls) == 6 * 5  # everything reaches hub-001, hub-002 reaches everything
+    assert len(found) == 12 and {f.where for f in found} == {static.where}
+
+
+def random_flows(seed: int) -> Topology:
+    """A random topology of 7 nodes on one topic exchange: dynamic routes (mostly both ways),
+    exchange routes with keys, fanout federations, and bindings with keys."""
+    rng = random.Random(seed)
+    names = [f"n{index}" for index in range(7)]
+    keys = ["#", "a.#", "b.*", "a.b"]
+    routes: list[Route] = []
+    for a, b in itertools.permutations(names, 2):
+        roll = rng.random()
+        if roll < 0.12:
+            routes += [Route("dynamic", a, b, "x", where=f"t.toml:{len(routes)}")]
+            if rng.random() < 0.8:
+                routes += [Route("dynamic", b, a, "x", where=f"t.toml:{len(routes)}")]
+        elif roll < 0.2:
+            routes += [Route("exchange", a, b, "x", key=rng.choice(keys), where=f"t.toml:{len(routes)}")]
+    bindings = tuple(Binding(n, "x", "q", rng.choice(keys)) for n in names if rng.random() < 0.7)
+    node = hierarchy().nodes["root"]
+    nodes = {n: replace(node, name=n, port=node.port + index) for index, n in enumerate(names)}
+    return Topology("t", "t.toml", nodes, routes=tuple(routes), bindings=bindings)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_multiple_paths_find_what_searching_every_pair_finds(seed: int) -> None:
+    """The same findings, in the same order, as the search of every ordered pair."""
+    topology = random_flows(seed)
+    every_pair = [
+        found
+        for start, end in itertools.permutations(topology.nodes, 2)
+        if (found := graph_checks._pair_paths(topology, "x", start, end)) is not None
+    ]
+    if graph_checks._one_path_at_most(flow_graph(topology, "x")):
+        assert every_pair == []
+    assert list(graph_checks.check_multiple_paths(topology)) == every_pair
+
+
+@pytest.mark.parametrize(
+    "dynamic",
+    [
+        # a -> b -> c and a -> b -> d -> c: both take the exchange route a -> b.
+        (("b", "c"), ("b", "d"), ("d", "c")),
+        # a -> c by the exchange route, a -> b -> c by dynamic routes.
+        (("a", "b"), ("b", "c")),
+    ],
+)
+def test_a_second_path_without_a_static_hop_of_its_own_is_reported(
+    dynamic: tuple[tuple[str, str], ...],
+) -> None:
+    """Random topologies of a few nodes with an exchange route among dynamic ones made the
+    check raise StopIteration: the proposal looked for a static hop only the second path
+    takes. It now names the static hop the copies share (or the first path's)."""
+    base = random_flows(0)
+    nodes = {n: replace(base.nodes["n0"], name=n, port=index) for index, n in enumerate("abcd")}
+    static = Route("exchange", "a", "b" if len(dynamic) == 3 else "c", "x", key="#", where="t.toml:1")
+    routes = (static, *(Route("dynamic", u, v, "x", where="t.toml:2") for u, v in dynamic))
+    topology = Topology("t", "t.toml", nodes, routes=routes, bindings=(Binding("c", "x", "q", "#"),))
+    found = list(graph_checks.check_multiple_paths(topology))
+    assert [(f.code, f.where) for f in found] == [("multiple-paths", static.where)]
+    assert "reaches c over 2 paths" in found[0].message
+    assert f"delete the exchange route {static.source} -> {static.destination}" in found[0].message
