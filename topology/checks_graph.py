@@ -14,6 +14,7 @@ route) makes it safe.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -33,6 +34,7 @@ from topology.graph import (
     describe,
     dynamic_graph,
     dynamic_paths,
+    dynamic_tags,
     flow_exchanges,
     flow_graph,
 )
@@ -41,6 +43,10 @@ from topology.model import Federation, Finding, Route, Topology
 Edge = dict[str, Any]
 #: Longest routing key `witness_key` tries, in words.
 WITNESS_WORDS = 4
+#: A part a cut leaves is listed up to this many nodes, and pairs of nodes up to this many; a
+#: bigger part is named by its node next to the cut and a count (a bridge of a 10,000-node
+#: hierarchy would list 9,999 names), further pairs are counted.
+MAX_LISTED = 20
 
 
 def arrow(path: list[str]) -> str:
@@ -327,21 +333,85 @@ def _first_static(path: list[Edge], kept: list[Edge]) -> Declaration:
     return cast("Declaration", candidates[0]["decl"])
 
 
+def _every_simple_path_allowed(topology: Topology, exchange: str) -> bool:
+    """Whether tags and exclude lists stop interest on no simple path of dynamic routes: no
+    route excludes a tag, no two nodes share a tag and no node's tag is another node's name
+    (topology.graph.dynamic_hop_allowed then lets every hop of a simple path through)."""
+    routes = [r for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange]
+    tags = dynamic_tags(topology, exchange)
+    named = [node for node, tag in tags.items() if tag != node and tag in topology.nodes]
+    return not any(r.excludes for r in routes) and len(set(tags.values())) == len(tags) and not named
+
+
+def _components(graph: nx.Graph[str]) -> tuple[dict[str, int], list[list[int]]]:
+    """Each node's component, and each component's node positions (in `graph`'s order)."""
+    position = {node: index for index, node in enumerate(graph)}
+    parts = [sorted(position[n] for n in part) for part in nx.connected_components(graph)]
+    nodes = list(graph)
+    return {nodes[i]: which for which, part in enumerate(parts) for i in part}, parts
+
+
+def _pairs_by_bridges(graph: nx.Graph[str]) -> tuple[int, list[tuple[str, str]]]:
+    """How many pairs of nodes more than one simple path joins in an undirected graph, and the
+    first MAX_LISTED of them in pair order, without enumerating paths: a simple path is the
+    only one exactly when all its edges are bridges (with a bridge left out every path is
+    cut; with another edge left out some path is left), so a pair has several paths when it is
+    connected but not by bridges alone."""
+    nodes = list(graph)
+    component, parts = _components(graph)
+    bridged: nx.Graph[str] = nx.Graph(cast("Iterator[tuple[str, str]]", nx.bridges(graph)))
+    bridged.add_nodes_from(nodes)
+    tree, trees = _components(bridged)
+    count = sum(len(p) * (len(p) - 1) // 2 for p in parts) - sum(len(t) * (len(t) - 1) // 2 for t in trees)
+    first: list[tuple[str, str]] = []
+    for index, node in enumerate(nodes):
+        part, own = parts[component[node]], trees[tree[node]]
+        after = bisect_right(part, index)
+        if len(part) - after == len(own) - bisect_right(own, index):
+            continue  # every later node of its component is joined to it by bridges alone
+        later = (nodes[i] for i in part[after:] if tree[nodes[i]] != tree[node])
+        first += [(node, other) for other in islice(later, MAX_LISTED - len(first))]
+        if len(first) == MAX_LISTED:
+            break
+    return count, first
+
+
+def _pairs_enumerated(topology: Topology, exchange: str) -> list[tuple[str, str]]:
+    """Every pair of nodes with more than one allowed path of dynamic routes one way or the
+    other, by listing each pair's paths: for links not both ways, or tags and excludes that
+    stop interest on some path."""
+    return [
+        (a, b)
+        for a, b in itertools.combinations(topology.nodes, 2)
+        if len(dynamic_paths(topology, exchange, a, b)) > 1
+        or len(dynamic_paths(topology, exchange, b, a)) > 1
+    ]
+
+
+def _several_dynamic_paths(topology: Topology, exchange: str) -> tuple[int, list[tuple[str, str]]]:
+    """How many pairs of nodes dynamic routes of `exchange` join by more than one path, and
+    the first MAX_LISTED: from the bridges where every route goes both ways and every simple
+    path is allowed (a 60-node random-geometric mesh's paths, pair by pair, did not finish in
+    20 s), else by listing each pair's paths."""
+    graph = dynamic_graph(topology, exchange)
+    if all(graph.has_edge(v, u) for u, v in graph.edges()) and _every_simple_path_allowed(topology, exchange):
+        return _pairs_by_bridges(nx.Graph(graph))
+    pairs = _pairs_enumerated(topology, exchange)
+    return len(pairs), pairs[:MAX_LISTED]
+
+
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
         if _one_path_at_most(dynamic_graph(topology, exchange)):
             continue
-        pairs = [
-            (a, b)
-            for a, b in itertools.combinations(topology.nodes, 2)
-            if len(dynamic_paths(topology, exchange, a, b)) > 1
-            or len(dynamic_paths(topology, exchange, b, a)) > 1
-        ]
-        if pairs:
+        count, first = _several_dynamic_paths(topology, exchange)
+        if count:
             where = next(r.where for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange)
+            listed = ", ".join(f"{a} <-> {b}" for a, b in first)
+            rest = f" and {count - len(first):,} other pairs" if count > len(first) else ""
             message = (
-                f"dynamic routes on '{exchange}' give {len(pairs)} pair(s) of nodes more than one path "
-                f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}): safe, each node forwards along one best "
+                f"dynamic routes on '{exchange}' give {count:,} pair(s) of nodes more than one path "
+                f"({listed}{rest}): safe, each node forwards along one best "
                 "path per destination (the nodes' path-vector interest tables), so every node gets each message once"
             )
             yield Finding("info", "dynamic-paths", message, where)
@@ -398,10 +468,6 @@ def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
 
 
 # -- resilience ----------------------------------------------------------------------------------------
-
-#: A part a cut leaves is listed up to this many nodes; a bigger one is named by its node next
-#: to the cut and a count (a bridge of a 10,000-node hierarchy would list 9,999 names).
-MAX_LISTED = 20
 
 
 def _part(members: Callable[[], Iterable[str]], count: int, near: str) -> str:

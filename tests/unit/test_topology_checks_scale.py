@@ -291,3 +291,49 @@ def test_a_second_path_without_a_static_hop_of_its_own_is_reported(
     assert [(f.code, f.where) for f in found] == [("multiple-paths", static.where)]
     assert "reaches c over 2 paths" in found[0].message
     assert f"delete the exchange route {static.source} -> {static.destination}" in found[0].message
+
+
+def test_dynamic_paths_of_links_both_ways_come_from_the_bridges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ring or mesh of dynamic routes both ways, with no tag or exclude list in the way:
+    a pair has several paths unless bridges alone join it, so no pair's paths are listed
+    (a 60-node random-geometric mesh's did not finish in 20 s), and past MAX_LISTED pairs the
+    message counts the rest."""
+    calls = counting(monkeypatch, graph_checks, "dynamic_paths")
+    ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=4, edges=2))  # 4 hubs, 8 edges
+    [found] = graph_checks.check_dynamic_paths(ring)
+    assert calls == []
+    # The edges hang off the ring by bridges: any two nodes on different hubs, or two hubs.
+    pairs = 12 * 11 // 2 - 4 * 3
+    assert f"give {pairs} pair(s) of nodes more than one path (hub-000 <-> hub-001, " in found.message
+    assert f"and {pairs - 20} other pairs): safe" in found.message
+
+
+def random_dynamic(seed: int) -> Topology:
+    """A random topology of up to 9 nodes with dynamic routes on 'x': both ways on most seeds,
+    some one way on others; on some seeds a route excludes a tag or two nodes share one."""
+    rng = random.Random(seed)
+    names = [f"n{index}" for index in range(rng.randint(2, 9))]
+    node = hierarchy().nodes["root"]
+    nodes = {n: replace(node, name=n, port=node.port + index) for index, n in enumerate(names)}
+    routes: list[Route] = []
+    for a, b in itertools.combinations(names, 2):
+        if rng.random() < 0.3:
+            routes += [Route("dynamic", a, b, "x", where=f"t.toml:{len(routes)}")]
+            if seed % 3 or rng.random() < 0.7:
+                routes += [Route("dynamic", b, a, "x", where=f"t.toml:{len(routes)}")]
+    if routes and seed % 5 == 4:
+        routes[0] = replace(routes[0], excludes=(rng.choice(names),))
+    if seed % 7 == 6:
+        nodes[names[0]] = replace(nodes[names[0]], tag=names[-1])
+    return Topology("t", "t.toml", nodes, routes=tuple(routes))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dynamic_paths_count_and_list_the_pairs_listing_every_path_finds(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same count and the same first pairs as listing each pair's paths both ways."""
+    monkeypatch.setattr(graph_checks, "MAX_LISTED", 5)
+    topology = random_dynamic(seed)
+    pairs = graph_checks._pairs_enumerated(topology, "x")
+    assert graph_checks._several_dynamic_paths(topology, "x") == (len(pairs), pairs[:5])
