@@ -452,16 +452,24 @@ def _group(nodes: Any) -> str:
     return "[" + ", ".join(sorted(nodes)) + "]"
 
 
+def _cut_off(names: list[str]) -> str:
+    """Nodes cut off together, in declaration order, or past MAX_LISTED the first and a count."""
+    return ", ".join(names) if len(names) <= MAX_LISTED else _part(lambda: names, len(names), names[0])
+
+
 def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
-    order = list(topology.nodes)
+    position = {name: index for index, name in enumerate(topology.nodes)}
     components = sorted(
-        nx.connected_components(connection_graph(topology)), key=lambda c: (-len(c), min(map(order.index, c)))
+        (sorted(c, key=position.__getitem__) for c in nx.connected_components(connection_graph(topology))),
+        key=lambda names: (-len(names), position[names[0]]),
     )
-    for component in components[1:]:
-        names = sorted(component, key=order.index)
-        what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {', '.join(names)} are"
+    if not components:
+        return
+    rest = components[0]
+    for names in components[1:]:
+        what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {_cut_off(names)} are"
         message = (
-            f"{what} cut off from the rest {_group(components[0])}: "
+            f"{what} cut off from the rest {_part(lambda: rest, len(rest), rest[0])}: "
             "no link, route or federation joins the two"
         )
         yield Finding("warning", "cut-off", message, topology.nodes[names[0]].where)

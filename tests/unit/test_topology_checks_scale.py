@@ -337,3 +337,31 @@ def test_dynamic_paths_count_and_list_the_pairs_listing_every_path_finds(
     topology = random_dynamic(seed)
     pairs = graph_checks._pairs_enumerated(topology, "x")
     assert graph_checks._several_dynamic_paths(topology, "x") == (len(pairs), pairs[:5])
+
+
+def test_cut_off_nodes_name_a_big_group_by_a_node_and_a_count() -> None:
+    """The rest and the cut-off group are listed up to MAX_LISTED nodes, like a cut's parts
+    (the message listed all 125 names of the rest, and would list every node of a
+    few-thousand-node mesh); a small group still lists its nodes in declaration order."""
+    tree = hierarchy()
+    names = [f"z{index:02d}" for index in range(25)]
+    node = tree.nodes["root"]
+    apart = {
+        n: replace(node, name=n, port=node.port + 1000 + i, where=f"t.toml:{i}") for i, n in enumerate(names)
+    }
+    pair = {
+        n: replace(node, name=n, port=node.port + 2000 + i, where="t.toml:99")
+        for i, n in enumerate(["y1", "y0"])
+    }
+    ring = tuple(Route("dynamic", a, b, "sim.topic") for a, b in zip(names, names[1:], strict=False))
+    tie = (Route("dynamic", "y1", "y0", "sim.topic"),)
+    found = list(
+        graph_checks.check_cut_off_nodes(
+            replace(tree, nodes={**tree.nodes, **apart, **pair}, routes=(*tree.routes, *ring, *tie))
+        )
+    )
+    assert [f.message for f in found] == [
+        "nodes [z00 and 24 other nodes] are cut off from the rest [root and 124 other nodes]: "
+        "no link, route or federation joins the two",
+        "nodes y1, y0 are cut off from the rest [root and 124 other nodes]: no link, route or federation joins the two",
+    ]
