@@ -171,7 +171,10 @@ def test_the_diameter_of_a_tree_takes_no_all_pairs_search(monkeypatch: pytest.Mo
     ]
     ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=3, edges=1))
     assert [f.code for f in graph_checks.check_diameter(ring)] == ["diameter"]
-    assert calls  # not a tree: every pair
+    assert calls == []  # not a tree, but every edge both ways: bounded searches
+    one_way = replace(ring, routes=(*ring.routes, Route("exchange", "hub-000", "edge-001-000", "sim.topic")))
+    assert [f.code for f in graph_checks.check_diameter(one_way)] == ["diameter"]
+    assert calls  # an edge one way: every pair
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -365,3 +368,32 @@ def test_cut_off_nodes_name_a_big_group_by_a_node_and_a_count() -> None:
         "no link, route or federation joins the two",
         "nodes y1, y0 are cut off from the rest [root and 124 other nodes]: no link, route or federation joins the two",
     ]
+
+
+def test_the_diameter_of_a_mesh_takes_fewer_searches_than_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Links both ways with cycles (a ring of 20 hubs with 4 edges each, 100 nodes, the worst
+    shape for the bounds: every hub is searched): no all-pairs search (one per node), fewer than
+    half as many searches, and the path all pairs finds."""
+    graph: nx.DiGraph[str] = nx.DiGraph(
+        flow_graph(generate(GeneratorSpec("ring-of-regions", 1, hubs=20, edges=4)), "sim.topic")
+    )
+    expected = graph_checks.all_pairs_longest(graph)
+    every_pair = counting(monkeypatch, nx, "all_pairs_shortest_path")
+    searches = counting(monkeypatch, nx, "single_source_shortest_path_length")
+    assert graph_checks._longest_shortest_path(graph) == expected
+    assert len(graph) == 100 and every_pair == [] and 0 < len(searches) < 50
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_mesh_s_diameter_path_is_the_one_all_pairs_finds(seed: int) -> None:
+    """Same path as all pairs, on random graphs of edges both ways with cycles, several
+    components and isolated nodes, the nodes in a random order."""
+    rng = random.Random(seed)
+    names = [f"n{index}" for index in range(rng.randint(1, 30))]
+    rng.shuffle(names)
+    graph: nx.DiGraph[str] = nx.DiGraph()
+    graph.add_nodes_from(names)
+    for a, b in itertools.combinations(names, 2):
+        if rng.random() < 0.12:
+            graph.add_edges_from([(a, b), (b, a)])
+    assert graph_checks._longest_shortest_path(graph) == graph_checks.all_pairs_longest(graph)
