@@ -117,32 +117,98 @@ def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | N
 def _cycles(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[list[str], list[list[Edge]]]]:
     """Simple cycles (bounded), each starting at its node declared first, in a stable order."""
     position = {name: index for index, name in enumerate(topology.nodes)}
-    simple: nx.DiGraph[str] = nx.DiGraph(graph)
-    cycles = []
-    for cycle in _simple_cycles(simple):
+    cycles: dict[tuple[str, ...], None] = {}
+    for cycle in _simple_cycles(graph):
         first = min(range(len(cycle)), key=lambda i: position[cycle[i]])
-        cycles.append(cycle[first:] + cycle[:first])
-    for cycle in sorted(cycles, key=lambda c: (len(c), [position[n] for n in c])):
+        cycles[tuple(cycle[first:] + cycle[:first])] = None
+    for cycle in sorted(map(list, cycles), key=lambda c: (len(c), [position[n] for n in c])):
         if len(cycle) > 1:
             pairs = zip(cycle, cycle[1:] + cycle[:1], strict=True)
             yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
 
 
-def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
-    """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
+def _undirected(graph: nx.DiGraph[str]) -> nx.Graph[str]:
+    """The links once directions and self-loops are dropped."""
     undirected: nx.Graph[str] = nx.Graph(graph)
     undirected.remove_edges_from(list(nx.selfloop_edges(undirected)))
+    return undirected
+
+
+def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
+    """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
+    undirected = _undirected(graph)
     return len(undirected) == 0 or bool(nx.is_forest(undirected))
 
 
-def _simple_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
-    """networkx's simple cycles of two nodes or more, at most MAX_ENUMERATED of them; or, when
-    the links form a forest once directions are dropped, every such cycle, found in linear time:
-    each pair of edges both ways (`u -> v -> u`), as no longer cycle can exist there (a
-    hierarchy of 10,000 nodes has 9,999 such pairs, which networkx took 50 s to list)."""
-    if not _forest_once_undirected(graph):
-        return list(islice(nx.simple_cycles(graph, length_bound=len(graph)), MAX_ENUMERATED))
+def _simple_cycles(graph: nx.MultiDiGraph[str]) -> list[list[str]]:
+    """Every simple cycle of two nodes or more: the pairs of edges both ways, found in linear
+    time (a hierarchy of 10,000 nodes has 9,999, which networkx took 50 s to list), and the
+    longer cycles, which only the 2-core holds (a node with one neighbour is on none): all of
+    them when there are at most MAX_ENUMERATED (Johnson's search, time per cycle found), else
+    the shortest through each static hop and MAX_ENUMERATED short ones (a mesh has
+    exponentially many; networkx's search bounded by the node count did not finish at 500
+    nodes, and which 200 it listed changed with the hash seed)."""
+    simple: nx.DiGraph[str] = nx.DiGraph(graph)
+    pairs = _both_ways(simple)
+    in_core = set(nx.k_core(cast("nx.Graph[object]", _undirected(simple)), 2))
+    core = simple.copy()  # not a subgraph view: its order follows a set's, the hash seed's
+    core.remove_nodes_from([node for node in simple if node not in in_core])
+    if not core:
+        return pairs  # a forest once directions are dropped
+    longer = (cycle for cycle in nx.simple_cycles(core) if len(cycle) > 2)
+    cycles = list(islice(longer, MAX_ENUMERATED + 1))
+    if len(cycles) <= MAX_ENUMERATED:
+        return pairs + cycles
+    return pairs + _through_static(graph, simple) + _shortest_longer_cycles(core)
+
+
+def _both_ways(graph: nx.DiGraph[str]) -> list[list[str]]:
+    """The cycles of two nodes: each pair of edges both ways (`u -> v -> u`)."""
     return [[u, v] for u, v in graph.edges() if u < v and graph.has_edge(v, u)]
+
+
+def _through_static(graph: nx.MultiDiGraph[str], simple: nx.DiGraph[str]) -> list[list[str]]:
+    """The shortest cycle through each static hop on one, so that where there are too many
+    cycles to list no static loop is left out for the cap."""
+    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic" and u != v}
+    return [
+        nx.shortest_path(simple, head, tail)
+        for tail, head in sorted(static)
+        if nx.has_path(simple, head, tail)
+    ]
+
+
+def _shortest_longer_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
+    """Short cycles of three nodes or more, MAX_ENUMERATED of them at most, the same whatever
+    the hash seed (networkx's order varies with it): searched with a length bound doubled from
+    3 until that many are found or no cycle can be longer."""
+    order = {node: index for index, node in enumerate(graph)}
+    bound = 3
+    while True:
+        found = list(islice(_cycles_within(graph, order, bound), MAX_ENUMERATED))
+        if len(found) == MAX_ENUMERATED or bound >= len(graph):
+            return sorted(found, key=len)
+        bound *= 2
+
+
+def _cycles_within(graph: nx.DiGraph[str], order: dict[str, int], bound: int) -> Iterator[list[str]]:
+    """The simple cycles of 3 to `bound` nodes, each from its first node in `order` and only
+    through later nodes (so each is found once per direction), depth first in `order`."""
+    for start in graph:
+        path, on_path = [start], {start}
+        stack = [iter(graph[start])]
+        while stack:
+            for after in stack[-1]:
+                if after == start and len(path) > 2:
+                    yield list(path)
+                elif after not in on_path and order[after] > order[start] and len(path) < bound:
+                    path.append(after)
+                    on_path.add(after)
+                    stack.append(iter(graph[after]))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(path.pop())
 
 
 def _static(hop: list[Edge]) -> list[Edge]:

@@ -7,8 +7,12 @@ the rest. No wall-clock times: the work is counted."""
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import random
 import re
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -397,3 +401,77 @@ def test_a_mesh_s_diameter_path_is_the_one_all_pairs_finds(seed: int) -> None:
         if rng.random() < 0.12:
             graph.add_edges_from([(a, b), (b, a)])
     assert graph_checks._longest_shortest_path(graph) == graph_checks.all_pairs_longest(graph)
+
+
+def random_geometric(nodes: int) -> Topology:
+    """The generator's random-geometric mesh, its radius large enough to join most nodes."""
+    radius = math.sqrt(2.2 * math.log(nodes) / (math.pi * nodes))
+    return generate(GeneratorSpec("random-geometric", 1, nodes=nodes, radius=radius))
+
+
+def test_a_static_hop_on_a_cycle_of_a_mesh_is_reported() -> None:
+    """A mesh has more cycles than are listed (MAX_ENUMERATED): the listing kept networkx's
+    first 200, pairs both ways among them, and missed the loop an exchange route closes; the
+    shortest cycle through each static hop is now always among those checked."""
+    mesh = random_geometric(120)
+    names = list(mesh.nodes)
+    static = Route("exchange", names[0], names[-1], "sim.topic", key="#", where="t.toml:1: routes[999]")
+    found = [
+        f
+        for f in graph_checks.check_loops(replace(mesh, routes=(*mesh.routes, static)))
+        if f.severity != "info"
+    ]
+    assert found and {(f.code, f.where) for f in found} == {("mixed-loop", static.where)}
+    assert f"can go round {names[0]} -> {names[-1]} -> {names[0]}:" in found[0].message
+
+
+def test_a_mesh_s_loops_are_the_same_whatever_the_hash_seed() -> None:
+    """Beyond MAX_ENUMERATED cycles, which are listed depended on networkx's set order, so on
+    PYTHONHASHSEED: two runs of one check printed different findings."""
+    script = (
+        "from tests.unit.test_topology_checks_scale import random_geometric\n"
+        "from topology.checks_graph import check_loops\n"
+        "print([f.message for f in check_loops(random_geometric(60))])\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    runs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(runs) == 1
+
+
+def is_cycle(graph: nx.DiGraph[str], cycle: list[str]) -> bool:
+    return len(set(cycle)) == len(cycle) > 1 and all(
+        graph.has_edge(u, v) for u, v in zip(cycle, cycle[1:] + cycle[:1], strict=True)
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_cycles_are_networkx_s_or_a_bounded_choice_covering_each_static_hop(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to MAX_ENUMERATED longer cycles: exactly networkx's cycles of two nodes or more.
+    Beyond (MAX_ENUMERATED made 4): real simple cycles, every pair both ways, and every static
+    hop on a cycle on one of them."""
+    topology = random_flows(seed)
+    graph = flow_graph(topology, "x")
+    simple: nx.DiGraph[str] = nx.DiGraph(graph)
+    every = sorted(sorted(c) for c in nx.simple_cycles(simple) if len(c) > 1)
+    assert sorted(sorted(c) for c in graph_checks._simple_cycles(graph)) == every
+    monkeypatch.setattr(graph_checks, "MAX_ENUMERATED", 4)
+    chosen = graph_checks._simple_cycles(graph)
+    assert all(is_cycle(simple, cycle) for cycle in chosen)
+    assert {frozenset(c) for c in every if len(c) == 2} <= {frozenset(c) for c in chosen}
+    on_cycles = {(u, v) for c in nx.simple_cycles(simple) for u, v in zip(c, c[1:] + c[:1], strict=True)}
+    static = {(u, v) for u, v, kind in graph.edges(data="kind") if kind != "dynamic"} & on_cycles
+    chosen_hops = {(u, v) for c in chosen for u, v in zip(c, c[1:] + c[:1], strict=True)}
+    assert static <= chosen_hops
+    assert len([c for c in chosen if len(c) > 2]) <= 4 + len(static)
