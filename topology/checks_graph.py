@@ -134,6 +134,12 @@ def _undirected(graph: nx.DiGraph[str]) -> nx.Graph[str]:
     return undirected
 
 
+def _both_ways_only(graph: nx.DiGraph[str]) -> bool:
+    """Whether every edge has one back (the generators' links): then the links are an
+    undirected graph, whose cycles, paths and distances have answers without enumerating."""
+    return all(graph.has_edge(v, u) for u, v in graph.edges())
+
+
 def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
     """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
     undirected = _undirected(graph)
@@ -168,7 +174,7 @@ def _more_than_listed(core: nx.DiGraph[str]) -> bool:
     without searching (Johnson's search recomputes strongly connected components per cycle:
     8 s for 200 cycles at 10,000 nodes): with every edge both ways, each of the edges - nodes
     + components independent cycles of the links is a cycle both ways."""
-    if not all(core.has_edge(v, u) for u, v in core.edges()):
+    if not _both_ways_only(core):
         return False
     undirected = _undirected(core)
     independent = undirected.number_of_edges() - len(undirected) + nx.number_connected_components(undirected)
@@ -473,7 +479,7 @@ def _several_dynamic_paths(topology: Topology, exchange: str) -> tuple[int, list
     path is allowed (a 60-node random-geometric mesh's paths, pair by pair, did not finish in
     20 s), else by listing each pair's paths."""
     graph = dynamic_graph(topology, exchange)
-    if all(graph.has_edge(v, u) for u, v in graph.edges()) and _every_simple_path_allowed(topology, exchange):
+    if _both_ways_only(graph) and _every_simple_path_allowed(topology, exchange):
         return _pairs_by_bridges(nx.Graph(graph))
     pairs = _pairs_enumerated(topology, exchange)
     return len(pairs), pairs[:MAX_LISTED]
@@ -700,8 +706,7 @@ def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     and fanout federations) the first source at the diameter is found with a few breadth-first
     searches (three per tree of a forest), and only it is searched for its path (all pairs of
     10,000 nodes are 10^8 paths)."""
-    symmetric = all(graph.has_edge(v, u) for u, v in graph.edges())
-    if not (symmetric and len(graph)):
+    if not (_both_ways_only(graph) and len(graph)):
         return all_pairs_longest(graph)
     if _forest_once_undirected(graph):
         eccentricity = _tree_eccentricities(graph)
