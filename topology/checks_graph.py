@@ -739,12 +739,19 @@ class _EccentricityBounds:
     ways, after Takes and Kosters: a search from `v` bounds each node `w` of its component
     below by max(d, ecc(v) - d) and above by ecc(v) + d, d being their distance. On a mesh a
     few searches settle the diameter, where all pairs search from every node (8 s at 2,000
-    nodes)."""
+    nodes). A leaf (one neighbour, which has others) is one hop farther from everything than
+    its neighbour, so it takes its neighbour's bounds plus one and is not searched from: on a
+    ring of regions, whose edges are leaves, that is a third of the searches."""
 
     def __init__(self, graph: nx.DiGraph[str]) -> None:
         self.graph = graph
         self.lower = dict.fromkeys(graph, 0)
         self.upper = dict.fromkeys(graph, len(graph))
+        self.leaves = {
+            node: next(iter(graph[node]))
+            for node in graph
+            if len(graph[node]) == 1 and len(graph[next(iter(graph[node]))]) > 1
+        }
 
     def search(self, start: str) -> None:
         distance = nx.single_source_shortest_path_length(self.graph, start)
@@ -752,13 +759,18 @@ class _EccentricityBounds:
         for node, far in distance.items():
             self.lower[node] = max(self.lower[node], far, farthest - far)
             self.upper[node] = min(self.upper[node], farthest + far)
+        for leaf, neighbour in self.leaves.items():
+            self.lower[leaf] = max(self.lower[leaf], self.lower[neighbour] + 1)
+            self.upper[leaf] = min(self.upper[leaf], self.upper[neighbour] + 1)
 
     def diameter(self) -> int:
         """The largest eccentricity: searches from the open node of the highest upper bound
         and of the lowest lower bound in turn until no node can be farther than one is."""
         highest = True
         while max(self.upper.values()) > max(self.lower.values()):
-            open_nodes = [node for node in self.graph if self.lower[node] < self.upper[node]]
+            open_nodes = [
+                node for node in self.graph if self.lower[node] < self.upper[node] and node not in self.leaves
+            ]
             if highest:
                 self.search(max(open_nodes, key=self.upper.__getitem__))
             else:
