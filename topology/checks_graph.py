@@ -14,6 +14,7 @@ route) makes it safe.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -33,6 +34,7 @@ from topology.graph import (
     describe,
     dynamic_graph,
     dynamic_paths,
+    dynamic_tags,
     flow_exchanges,
     flow_graph,
 )
@@ -41,6 +43,10 @@ from topology.model import Federation, Finding, Route, Topology
 Edge = dict[str, Any]
 #: Longest routing key `witness_key` tries, in words.
 WITNESS_WORDS = 4
+#: A part a cut leaves is listed up to this many nodes, and pairs of nodes up to this many; a
+#: bigger part is named by its node next to the cut and a count (a bridge of a 10,000-node
+#: hierarchy would list 9,999 names), further pairs are counted.
+MAX_LISTED = 20
 
 
 def arrow(path: list[str]) -> str:
@@ -111,32 +117,117 @@ def witness_key(topology: Topology, exchange: str, edges: list[Edge]) -> str | N
 def _cycles(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[list[str], list[list[Edge]]]]:
     """Simple cycles (bounded), each starting at its node declared first, in a stable order."""
     position = {name: index for index, name in enumerate(topology.nodes)}
-    simple: nx.DiGraph[str] = nx.DiGraph(graph)
-    cycles = []
-    for cycle in _simple_cycles(simple):
+    cycles: dict[tuple[str, ...], None] = {}
+    for cycle in _simple_cycles(graph):
         first = min(range(len(cycle)), key=lambda i: position[cycle[i]])
-        cycles.append(cycle[first:] + cycle[:first])
-    for cycle in sorted(cycles, key=lambda c: (len(c), [position[n] for n in c])):
+        cycles[tuple(cycle[first:] + cycle[:first])] = None
+    for cycle in sorted(map(list, cycles), key=lambda c: (len(c), [position[n] for n in c])):
         if len(cycle) > 1:
             pairs = zip(cycle, cycle[1:] + cycle[:1], strict=True)
             yield cycle, [list(graph.get_edge_data(u, v).values()) for u, v in pairs]
 
 
-def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
-    """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
+def _undirected(graph: nx.DiGraph[str]) -> nx.Graph[str]:
+    """The links once directions and self-loops are dropped."""
     undirected: nx.Graph[str] = nx.Graph(graph)
     undirected.remove_edges_from(list(nx.selfloop_edges(undirected)))
+    return undirected
+
+
+def _both_ways_only(graph: nx.DiGraph[str]) -> bool:
+    """Whether every edge has one back (the generators' links): then the links are an
+    undirected graph, whose cycles, paths and distances have answers without enumerating."""
+    return all(graph.has_edge(v, u) for u, v in graph.edges())
+
+
+def _forest_once_undirected(graph: nx.DiGraph[str]) -> bool:
+    """Whether the links form a forest (no cycle) once directions and self-loops are dropped."""
+    undirected = _undirected(graph)
     return len(undirected) == 0 or bool(nx.is_forest(undirected))
 
 
-def _simple_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
-    """networkx's simple cycles of two nodes or more, at most MAX_ENUMERATED of them; or, when
-    the links form a forest once directions are dropped, every such cycle, found in linear time:
-    each pair of edges both ways (`u -> v -> u`), as no longer cycle can exist there (a
-    hierarchy of 10,000 nodes has 9,999 such pairs, which networkx took 50 s to list)."""
-    if not _forest_once_undirected(graph):
-        return list(islice(nx.simple_cycles(graph, length_bound=len(graph)), MAX_ENUMERATED))
+def _simple_cycles(graph: nx.MultiDiGraph[str]) -> list[list[str]]:
+    """Every simple cycle of two nodes or more: the pairs of edges both ways, found in linear
+    time (a hierarchy of 10,000 nodes has 9,999, which networkx took 50 s to list), and the
+    longer cycles, which only the 2-core holds (a node with one neighbour is on none): all of
+    them when there are at most MAX_ENUMERATED (Johnson's search, time per cycle found), else
+    the shortest through each static hop and MAX_ENUMERATED short ones (a mesh has
+    exponentially many; networkx's search bounded by the node count did not finish at 500
+    nodes, and which 200 it listed changed with the hash seed)."""
+    simple: nx.DiGraph[str] = nx.DiGraph(graph)
+    pairs = _both_ways(simple)
+    in_core = set(nx.k_core(cast("nx.Graph[object]", _undirected(simple)), 2))
+    core = simple.copy()  # not a subgraph view: its order follows a set's, the hash seed's
+    core.remove_nodes_from([node for node in simple if node not in in_core])
+    if not core:
+        return pairs  # a forest once directions are dropped
+    if not _more_than_listed(core):
+        longer = (cycle for cycle in nx.simple_cycles(core) if len(cycle) > 2)
+        cycles = list(islice(longer, MAX_ENUMERATED + 1))
+        if len(cycles) <= MAX_ENUMERATED:
+            return pairs + cycles
+    return pairs + _through_static(graph, simple) + _shortest_longer_cycles(core)
+
+
+def _more_than_listed(core: nx.DiGraph[str]) -> bool:
+    """Whether the core surely has more than MAX_ENUMERATED cycles of three nodes or more,
+    without searching (Johnson's search recomputes strongly connected components per cycle:
+    8 s for 200 cycles at 10,000 nodes): with every edge both ways, each of the edges - nodes
+    + components independent cycles of the links is a cycle both ways."""
+    if not _both_ways_only(core):
+        return False
+    undirected = _undirected(core)
+    independent = undirected.number_of_edges() - len(undirected) + nx.number_connected_components(undirected)
+    return 2 * independent > MAX_ENUMERATED
+
+
+def _both_ways(graph: nx.DiGraph[str]) -> list[list[str]]:
+    """The cycles of two nodes: each pair of edges both ways (`u -> v -> u`)."""
     return [[u, v] for u, v in graph.edges() if u < v and graph.has_edge(v, u)]
+
+
+def _through_static(graph: nx.MultiDiGraph[str], simple: nx.DiGraph[str]) -> list[list[str]]:
+    """The shortest cycle through each static hop on one, so that where there are too many
+    cycles to list no static loop is left out for the cap."""
+    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic" and u != v}
+    return [
+        nx.shortest_path(simple, head, tail)
+        for tail, head in sorted(static)
+        if nx.has_path(simple, head, tail)
+    ]
+
+
+def _shortest_longer_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
+    """Short cycles of three nodes or more, MAX_ENUMERATED of them at most, the same whatever
+    the hash seed (networkx's order varies with it): searched with a length bound doubled from
+    3 until that many are found or no cycle can be longer."""
+    order = {node: index for index, node in enumerate(graph)}
+    bound = 3
+    while True:
+        found = list(islice(_cycles_within(graph, order, bound), MAX_ENUMERATED))
+        if len(found) == MAX_ENUMERATED or bound >= len(graph):
+            return sorted(found, key=len)
+        bound *= 2
+
+
+def _cycles_within(graph: nx.DiGraph[str], order: dict[str, int], bound: int) -> Iterator[list[str]]:
+    """The simple cycles of 3 to `bound` nodes, each from its first node in `order` and only
+    through later nodes (so each is found once per direction), depth first in `order`."""
+    for start in graph:
+        path, on_path = [start], {start}
+        stack = [iter(graph[start])]
+        while stack:
+            for after in stack[-1]:
+                if after == start and len(path) > 2:
+                    yield list(path)
+                elif after not in on_path and order[after] > order[start] and len(path) < bound:
+                    path.append(after)
+                    on_path.add(after)
+                    stack.append(iter(graph[after]))
+                    break
+            else:
+                stack.pop()
+                on_path.discard(path.pop())
 
 
 def _static(hop: list[Edge]) -> list[Edge]:
@@ -263,19 +354,43 @@ def _one_path_at_most(graph: nx.MultiDiGraph[str] | nx.DiGraph[str]) -> bool:
     return len(undirected) == 0 or bool(nx.is_forest(undirected))
 
 
+def _pairs_through_static(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[str, str]]:
+    """The (start, end) pairs, in declaration order, that some path with a static hop joins:
+    `start` reaches the hop's tail and its head reaches `end`. Dynamic routes deliver once per
+    node, so only these pairs can get a second copy; the others need no path search (every pair
+    of a 60-node mesh of dynamic routes took minutes)."""
+    ends: dict[str, set[str]] = {}
+    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic"}
+    for tail, head in static:
+        reached = nx.descendants(graph, head) | {head}
+        for start in nx.ancestors(graph, tail) | {tail}:
+            ends.setdefault(start, set()).update(reached)
+    position = {name: index for index, name in enumerate(topology.nodes)}
+    for start in sorted(ends, key=position.__getitem__):
+        yield from ((start, end) for end in sorted(ends[start] - {start}, key=position.__getitem__))
+
+
+def _pair_paths(topology: Topology, exchange: str, start: str, end: str) -> Finding | None:
+    """The multiple-paths finding of one pair: more than one delivering path that some key
+    `end`'s bindings match takes; None if there is none."""
+    bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
+    if not bound["keys"]:
+        return None  # no queue of its own to get copies twice (further nodes are checked)
+    paths = _delivering_paths(topology, exchange, start, end)
+    kept, extra = (paths[0], paths[1:]) if paths else ([], [])
+    extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
+    return _multiple_paths(topology, exchange, start, end, [*kept, bound], extra) if extra else None
+
+
 def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        if _one_path_at_most(flow_graph(topology, exchange)):
+        graph = flow_graph(topology, exchange)
+        if _one_path_at_most(graph):
             continue
-        for start, end in itertools.permutations(topology.nodes, 2):
-            bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
-            if not bound["keys"]:
-                continue  # no queue of its own to get copies twice (further nodes are checked)
-            paths = _delivering_paths(topology, exchange, start, end)
-            kept, extra = (paths[0], paths[1:]) if paths else ([], [])
-            extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
-            if extra:
-                yield _multiple_paths(topology, exchange, start, end, [*kept, bound], extra)
+        for start, end in _pairs_through_static(topology, graph):
+            found = _pair_paths(topology, exchange, start, end)
+            if found is not None:
+                yield found
 
 
 def _multiple_paths(
@@ -283,7 +398,7 @@ def _multiple_paths(
 ) -> Finding:
     key = witness_key(topology, exchange, kept + extra[0]) or ""
     kept = kept[:-1]
-    drop = [next(e["decl"] for e in path if e["kind"] != "dynamic" and e not in kept) for path in extra]
+    drop = [_first_static(path, kept) for path in extra]
     drop = list({id(d): d for d in drop}.values())
     routes = "; ".join(_path_text(start, path) for path in [kept, *extra])
     message = (
@@ -294,21 +409,94 @@ def _multiple_paths(
     return Finding("warning", "multiple-paths", message, drop[0].where)
 
 
+def _first_static(path: list[Edge], kept: list[Edge]) -> Declaration:
+    """The declaration to drop for `path`'s copy: its first static hop the kept path does not
+    take; else (the two differ in dynamic hops only) its first static hop; else (`path` is the
+    dynamic one, longer than a static kept path) the kept path's first static hop."""
+    static = _static(path)
+    candidates = [e for e in static if e not in kept] + static + _static(kept)
+    return cast("Declaration", candidates[0]["decl"])
+
+
+def _every_simple_path_allowed(topology: Topology, exchange: str) -> bool:
+    """Whether tags and exclude lists stop interest on no simple path of dynamic routes: no
+    route excludes a tag, no two nodes share a tag and no node's tag is another node's name
+    (topology.graph.dynamic_hop_allowed then lets every hop of a simple path through)."""
+    routes = [r for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange]
+    tags = dynamic_tags(topology, exchange)
+    named = [node for node, tag in tags.items() if tag != node and tag in topology.nodes]
+    return not any(r.excludes for r in routes) and len(set(tags.values())) == len(tags) and not named
+
+
+def _components(graph: nx.Graph[str]) -> tuple[dict[str, int], list[list[int]]]:
+    """Each node's component, and each component's node positions (in `graph`'s order)."""
+    position = {node: index for index, node in enumerate(graph)}
+    parts = [sorted(position[n] for n in part) for part in nx.connected_components(graph)]
+    nodes = list(graph)
+    return {nodes[i]: which for which, part in enumerate(parts) for i in part}, parts
+
+
+def _pairs_by_bridges(graph: nx.Graph[str]) -> tuple[int, list[tuple[str, str]]]:
+    """How many pairs of nodes more than one simple path joins in an undirected graph, and the
+    first MAX_LISTED of them in pair order, without enumerating paths: a simple path is the
+    only one exactly when all its edges are bridges (with a bridge left out every path is
+    cut; with another edge left out some path is left), so a pair has several paths when it is
+    connected but not by bridges alone."""
+    nodes = list(graph)
+    component, parts = _components(graph)
+    bridged: nx.Graph[str] = nx.Graph(cast("Iterator[tuple[str, str]]", nx.bridges(graph)))
+    bridged.add_nodes_from(nodes)
+    tree, trees = _components(bridged)
+    count = sum(len(p) * (len(p) - 1) // 2 for p in parts) - sum(len(t) * (len(t) - 1) // 2 for t in trees)
+    first: list[tuple[str, str]] = []
+    for index, node in enumerate(nodes):
+        part, own = parts[component[node]], trees[tree[node]]
+        after = bisect_right(part, index)
+        if len(part) - after == len(own) - bisect_right(own, index):
+            continue  # every later node of its component is joined to it by bridges alone
+        later = (nodes[i] for i in part[after:] if tree[nodes[i]] != tree[node])
+        first += [(node, other) for other in islice(later, MAX_LISTED - len(first))]
+        if len(first) == MAX_LISTED:
+            break
+    return count, first
+
+
+def _pairs_enumerated(topology: Topology, exchange: str) -> list[tuple[str, str]]:
+    """Every pair of nodes with more than one allowed path of dynamic routes one way or the
+    other, by listing each pair's paths: for links not both ways, or tags and excludes that
+    stop interest on some path."""
+    return [
+        (a, b)
+        for a, b in itertools.combinations(topology.nodes, 2)
+        if len(dynamic_paths(topology, exchange, a, b)) > 1
+        or len(dynamic_paths(topology, exchange, b, a)) > 1
+    ]
+
+
+def _several_dynamic_paths(topology: Topology, exchange: str) -> tuple[int, list[tuple[str, str]]]:
+    """How many pairs of nodes dynamic routes of `exchange` join by more than one path, and
+    the first MAX_LISTED: from the bridges where every route goes both ways and every simple
+    path is allowed (a 60-node random-geometric mesh's paths, pair by pair, did not finish in
+    20 s), else by listing each pair's paths."""
+    graph = dynamic_graph(topology, exchange)
+    if _both_ways_only(graph) and _every_simple_path_allowed(topology, exchange):
+        return _pairs_by_bridges(nx.Graph(graph))
+    pairs = _pairs_enumerated(topology, exchange)
+    return len(pairs), pairs[:MAX_LISTED]
+
+
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
         if _one_path_at_most(dynamic_graph(topology, exchange)):
             continue
-        pairs = [
-            (a, b)
-            for a, b in itertools.combinations(topology.nodes, 2)
-            if len(dynamic_paths(topology, exchange, a, b)) > 1
-            or len(dynamic_paths(topology, exchange, b, a)) > 1
-        ]
-        if pairs:
+        count, first = _several_dynamic_paths(topology, exchange)
+        if count:
             where = next(r.where for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange)
+            listed = ", ".join(f"{a} <-> {b}" for a, b in first)
+            rest = f" and {count - len(first):,} other pairs" if count > len(first) else ""
             message = (
-                f"dynamic routes on '{exchange}' give {len(pairs)} pair(s) of nodes more than one path "
-                f"({', '.join(f'{a} <-> {b}' for a, b in pairs)}): safe, each node forwards along one best "
+                f"dynamic routes on '{exchange}' give {count:,} pair(s) of nodes more than one path "
+                f"({listed}{rest}): safe, each node forwards along one best "
                 "path per destination (the nodes' path-vector interest tables), so every node gets each message once"
             )
             yield Finding("info", "dynamic-paths", message, where)
@@ -349,26 +537,30 @@ def _group(nodes: Any) -> str:
     return "[" + ", ".join(sorted(nodes)) + "]"
 
 
+def _cut_off(names: list[str]) -> str:
+    """Nodes cut off together, in declaration order, or past MAX_LISTED the first and a count."""
+    return ", ".join(names) if len(names) <= MAX_LISTED else _part(lambda: names, len(names), names[0])
+
+
 def check_cut_off_nodes(topology: Topology) -> Iterator[Finding]:
-    order = list(topology.nodes)
+    position = {name: index for index, name in enumerate(topology.nodes)}
     components = sorted(
-        nx.connected_components(connection_graph(topology)), key=lambda c: (-len(c), min(map(order.index, c)))
+        (sorted(c, key=position.__getitem__) for c in nx.connected_components(connection_graph(topology))),
+        key=lambda names: (-len(names), position[names[0]]),
     )
-    for component in components[1:]:
-        names = sorted(component, key=order.index)
-        what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {', '.join(names)} are"
+    if not components:
+        return
+    rest = components[0]
+    for names in components[1:]:
+        what = f"node '{names[0]}' is" if len(names) == 1 else f"nodes {_cut_off(names)} are"
         message = (
-            f"{what} cut off from the rest {_group(components[0])}: "
+            f"{what} cut off from the rest {_part(lambda: rest, len(rest), rest[0])}: "
             "no link, route or federation joins the two"
         )
         yield Finding("warning", "cut-off", message, topology.nodes[names[0]].where)
 
 
 # -- resilience ----------------------------------------------------------------------------------------
-
-#: A part a cut leaves is listed up to this many nodes; a bigger one is named by its node next
-#: to the cut and a count (a bridge of a 10,000-node hierarchy would list 9,999 names).
-MAX_LISTED = 20
 
 
 def _part(members: Callable[[], Iterable[str]], count: int, near: str) -> str:
@@ -510,16 +702,18 @@ def all_pairs_longest(graph: nx.DiGraph[str]) -> list[str]:
 
 def _longest_shortest_path(graph: nx.DiGraph[str]) -> list[str]:
     """The first longest shortest path, sources in node order and each source's paths in the
-    order networkx finds them. When every edge goes both ways and the links form a forest (the
-    generators' dynamic routes and fanout federations), three breadth-first searches per
-    component give every node's eccentricity, so only the first source at the diameter is
-    searched (all pairs of 10,000 nodes are 10^8 paths)."""
-    symmetric = all(graph.has_edge(v, u) for u, v in graph.edges())
-    if not (symmetric and len(graph) and _forest_once_undirected(graph)):
+    order networkx finds them. When every edge goes both ways (the generators' dynamic routes
+    and fanout federations) the first source at the diameter is found with a few breadth-first
+    searches (three per tree of a forest), and only it is searched for its path (all pairs of
+    10,000 nodes are 10^8 paths)."""
+    if not (_both_ways_only(graph) and len(graph)):
         return all_pairs_longest(graph)
-    eccentricity = _tree_eccentricities(graph)
-    diameter = max(eccentricity.values())
-    start = next(node for node in graph if eccentricity[node] == diameter)
+    if _forest_once_undirected(graph):
+        eccentricity = _tree_eccentricities(graph)
+        diameter = max(eccentricity.values())
+        start = next(node for node in graph if eccentricity[node] == diameter)
+    else:
+        start, diameter = _EccentricityBounds(graph).first_at_diameter()
     found = nx.single_source_shortest_path(graph, start)
     return next(path for path in found.values() if len(path) == diameter + 1)
 
@@ -538,3 +732,59 @@ def _tree_eccentricities(graph: nx.DiGraph[str]) -> dict[str, int]:
         from_other = nx.single_source_shortest_path_length(graph, other_end)
         eccentricity.update({node: max(from_one[node], from_other[node]) for node in component})
     return eccentricity
+
+
+class _EccentricityBounds:
+    """Bounds on how far each node's farthest node is (its eccentricity), with every edge both
+    ways, after Takes and Kosters: a search from `v` bounds each node `w` of its component
+    below by max(d, ecc(v) - d) and above by ecc(v) + d, d being their distance. On a mesh a
+    few searches settle the diameter, where all pairs search from every node (8 s at 2,000
+    nodes). A leaf (one neighbour, which has others) is one hop farther from everything than
+    its neighbour, so it takes its neighbour's bounds plus one and is not searched from: on a
+    ring of regions, whose edges are leaves, that is a third of the searches."""
+
+    def __init__(self, graph: nx.DiGraph[str]) -> None:
+        self.graph = graph
+        self.lower = dict.fromkeys(graph, 0)
+        self.upper = dict.fromkeys(graph, len(graph))
+        self.leaves = {
+            node: next(iter(graph[node]))
+            for node in graph
+            if len(graph[node]) == 1 and len(graph[next(iter(graph[node]))]) > 1
+        }
+
+    def search(self, start: str) -> None:
+        distance = nx.single_source_shortest_path_length(self.graph, start)
+        farthest = max(distance.values())
+        for node, far in distance.items():
+            self.lower[node] = max(self.lower[node], far, farthest - far)
+            self.upper[node] = min(self.upper[node], farthest + far)
+        for leaf, neighbour in self.leaves.items():
+            self.lower[leaf] = max(self.lower[leaf], self.lower[neighbour] + 1)
+            self.upper[leaf] = min(self.upper[leaf], self.upper[neighbour] + 1)
+
+    def diameter(self) -> int:
+        """The largest eccentricity: searches from the open node of the highest upper bound
+        and of the lowest lower bound in turn until no node can be farther than one is."""
+        highest = True
+        while max(self.upper.values()) > max(self.lower.values()):
+            open_nodes = [
+                node for node in self.graph if self.lower[node] < self.upper[node] and node not in self.leaves
+            ]
+            if highest:
+                self.search(max(open_nodes, key=self.upper.__getitem__))
+            else:
+                self.search(min(open_nodes, key=self.lower.__getitem__))
+            highest = not highest
+        return max(self.lower.values())
+
+    def first_at_diameter(self) -> tuple[str, int]:
+        """The first node in the graph's order whose eccentricity is the diameter (those whose
+        upper bound falls short are skipped unsearched), and the diameter."""
+        diameter = self.diameter()
+        for node in self.graph:
+            if self.upper[node] == diameter and self.lower[node] < diameter:
+                self.search(node)
+            if self.lower[node] == diameter:
+                return node, diameter
+        raise AssertionError("a node is at the diameter")

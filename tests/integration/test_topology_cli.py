@@ -111,6 +111,36 @@ async def test_check_of_a_clean_file_prints_the_totals_alone(tmp_path: Path) -> 
     assert (status, out) == (0, f"{topology}: 0 error(s), 0 warning(s), 0 note(s)\n"), err
 
 
+async def test_check_lists_20_warnings_of_a_code_and_all_of_them_with_all(tmp_path: Path) -> None:
+    """A chain of 25 linked nodes has 24 bridges and 23 single points of failure: `check`
+    prints 20 of each and a line counting the others (naming --all), `check --all` every one
+    and no count line; the totals are the same."""
+    names = [f"n{index:02d}" for index in range(25)]
+    topology = tmp_path / "chain.toml"
+    nodes = "".join(f'[nodes.{n}]\nhost = "127.0.0.1"\nport = {6000 + i}\n\n' for i, n in enumerate(names))
+    links = "".join(
+        f'[[links]]\nfrom = "{a}"\nto = "{b}"\n\n' for a, b in zip(names, names[1:], strict=False)
+    )
+    topology.write_text(nodes + links)
+    with trio.fail_after(30):
+        status, some, err = await cli("amq-route", "topology", "check", str(topology))
+        assert status == 0, err
+        status, every, err = await cli("amq-route", "topology", "check", "--all", str(topology))
+        assert status == 0, err
+    assert some.count("[bridge]") == 21 and every.count("[bridge]") == 24
+    assert some.count("[single-point-of-failure]") == 21 and every.count("[single-point-of-failure]") == 23
+    counts = [line for line in some.splitlines() if line.startswith("... and ")]
+    assert counts == [
+        f"... and {more} more warning(s) [{code}] like these; `amq-route topology check --all {topology}` lists every one"
+        for more, code in ((3, "single-point-of-failure"), (4, "bridge"))
+    ]
+    assert "... and" not in every
+    assert set(some.splitlines()) - set(counts) < set(every.splitlines())
+    assert (
+        some.splitlines()[-1] == every.splitlines()[-1] == f"{topology}: 0 error(s), 47 warning(s), 0 note(s)"
+    )
+
+
 async def test_a_file_that_does_not_load_is_one_line_per_problem(tmp_path: Path) -> None:
     topology = tmp_path / "typo.toml"
     topology.write_text('[nodes.a]\nhost = "127.0.0.1"\nport = "many"\n')
