@@ -107,15 +107,16 @@ class TreeTraffic:
         for number, pair in enumerate(self.pairs):
             self.queue_keys[number, queue_keys[pair]] = 1
         self.keys = keys.size
-        self._cells: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+        #: Per step, cells added since the step's array was last made, then the array alone
+        #: (a list of tuples is about ten times its array's size: 320 MB at regions-10k).
+        self._pending: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
         self._arrays: dict[int, np.ndarray] = {}
         self._total: np.ndarray | None = None
 
     def add(self, node: str, key: int, step: int, messages: int, size: int) -> None:
         """Publishes of one (node, key, step), counted (the reference engine's way in: it runs
         every step at once; the Spark engine calls the per-step methods on each group)."""
-        self._cells[step].append((self.index[node], key, messages, size))
-        self._arrays.pop(step, None)
+        self._pending[step].append((self.index[node], key, messages, size))
         self._total = None
 
     # -- the whole run, from the counted cells (the reference engine) ---------------------------
@@ -131,7 +132,7 @@ class TreeTraffic:
 
     def offer(self, states: LinkStates, offered: dict[LinkId, list[list[int]]]) -> None:
         """Add to `offered` (link -> per step [messages, bytes]) what the tree's links carry."""
-        for step in sorted(self._cells):
+        for step in self._steps():
             for link, (messages, size) in self.offered(self._dense(step), self.states(states, step)).items():
                 if messages or size:
                     offered[link][step][0] += int(messages)
@@ -145,7 +146,7 @@ class TreeTraffic:
             outcomes.reach(*self.pairs[number], int(max_hops[number]))
         delivered: Bins = {}
         lost = np.zeros(len(self.pairs), dtype=np.int64)
-        for step in sorted(self._cells):
+        for step in self._steps():
             lost += self.outcomes(self._dense(step)[:, :, 0], self.states(states, step, link_ms), delivered)
         for number in np.flatnonzero(lost):
             outcomes.lose(*self.pairs[number], int(lost[number]))
@@ -156,18 +157,24 @@ class TreeTraffic:
     def _totals(self) -> np.ndarray:
         """Messages per node and key over every step (worked out once, after the last `add`)."""
         if self._total is None:
-            cells = [self._step_cells(step) for step in self._cells]
+            cells = [self._step_cells(step) for step in self._steps()]
             self._total = self.dense(np.concatenate(cells) if cells else np.zeros((0, 4), np.int64))[:, :, 0]
         return self._total
 
     def _dense(self, step: int) -> np.ndarray:
         return self.dense(self._step_cells(step))
 
+    def _steps(self) -> list[int]:
+        return sorted(self._pending.keys() | self._arrays.keys())
+
     def _step_cells(self, step: int) -> np.ndarray:
-        """The step's cells as an array (converted from the list once: the conversion is the
-        slow part)."""
-        if step not in self._arrays:
-            self._arrays[step] = np.array(self._cells[step], dtype=np.int64).reshape(-1, 4)
+        """The step's cells as an array, its pending cells converted once (the conversion is
+        the slow part) and then let go."""
+        pending = self._pending.pop(step, None)
+        if pending:
+            added = np.array(pending, dtype=np.int64).reshape(-1, 4)
+            before = self._arrays.get(step)
+            self._arrays[step] = added if before is None else np.concatenate([before, added])
         return self._arrays[step]
 
     # -- one step (or any set of publishes) ----------------------------------------------------
