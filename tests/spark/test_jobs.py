@@ -11,6 +11,7 @@ from simulations.workload import draw_keys, events, key_draw, key_probabilities,
 from simulations.world import Window
 from spark import jobs
 from spark.failures import Failures
+from spark.frames import local_frame
 from tests.spark.conftest import SCENARIOS
 
 
@@ -122,3 +123,14 @@ def test_the_key_draw_follows_the_probabilities() -> None:
     drawn = draw_keys(draw, xxhash64(99, np.arange(200_000)))
     observed = np.bincount(drawn, minlength=draw.size) / len(drawn)
     assert np.allclose(observed, key_probabilities(keys), atol=0.005)
+
+
+def test_driver_tables_are_local_relations_in_the_plan(spark: SparkSession) -> None:
+    """The small tables the driver builds travel inside the query plan, typed as declared
+    (a list given to createDataFrame is an RDD that a Python task decodes per query)."""
+    links = local_frame(spark, [(1, "a>b"), (2, None)], "tree int, link string")
+    assert "LocalRelation" in links._jdf.queryExecution().optimizedPlan().toString()
+    assert links.dtypes == [("tree", "int"), ("link", "string")]
+    assert links.collect() == [Row(tree=1, link="a>b"), Row(tree=2, link=None)]
+    empty = local_frame(spark, [], "tree int, link string")
+    assert empty.dtypes == links.dtypes and empty.count() == 0
