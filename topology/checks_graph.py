@@ -346,12 +346,9 @@ def _one_path_at_most(graph: nx.MultiDiGraph[str] | nx.DiGraph[str]) -> bool:
     the generators make). Checked in linear time, so the pairwise checks skip such exchanges
     (at 200 nodes enumerating every pair's paths took minutes)."""
     pairs = list(graph.edges())
-    if len(set(pairs)) != len(pairs):
-        return False
-    undirected: nx.Graph[str] = nx.Graph()
-    undirected.add_nodes_from(graph)
-    undirected.add_edges_from(pairs)
-    return len(undirected) == 0 or bool(nx.is_forest(undirected))
+    if len(set(pairs)) != len(pairs) or any(u == v for u, v in pairs):
+        return False  # (a self-loop is a cycle, so not a forest, as it always was here)
+    return _forest_once_undirected(graph)
 
 
 def _pairs_through_static(topology: Topology, graph: nx.MultiDiGraph[str]) -> Iterator[tuple[str, str]]:
