@@ -183,39 +183,54 @@ def deliveries(
             if tree.outages.failing(step):  # copies lost on the way still count for max_hops
                 max_hops = np.maximum(max_hops, traffic.reach(messages))
             lost += traffic.outcomes(messages, traffic.states(tree.outages, step, delay), delivered)
-        parts = [_rows(traffic, np.flatnonzero(lost), lost, 0, 0, lost=True, through_down=False)]
+        rows = _Rows(traffic)
+        rows.add(np.flatnonzero(lost), lost, 0, 0, lost=True, through_down=False)
         for (hops, delay_ms, through_down), got in delivered.items():
             reached = np.flatnonzero(got)
             max_hops[reached] = np.maximum(max_hops[reached], hops)
-            parts.append(_rows(traffic, reached, got, hops, delay_ms, lost=False, through_down=through_down))
+            rows.add(reached, got, hops, delay_ms, lost=False, through_down=through_down)
         reached = np.flatnonzero(max_hops >= 0)
-        parts.append(
-            _rows(traffic, reached, np.zeros_like(lost), max_hops[reached], 0, lost=False, through_down=False)
-        )
-        return pd.concat(parts, ignore_index=True)
+        rows.add(reached, np.zeros_like(lost), max_hops[reached], 0, lost=False, through_down=False)
+        return rows.frame()
 
     keys = ["tree", "chunk"]
     return tree_steps.groupBy(*keys).cogroup(link_ms.groupBy(*keys)).applyInPandas(deliver, DELIVERIES_SCHEMA)
 
 
-def _rows(
-    traffic: TreeTraffic,
-    pairs: np.ndarray,
-    counts: np.ndarray,
-    hops: int | np.ndarray,
-    delay_ms: int,
-    lost: bool,
-    through_down: bool,
-) -> pd.DataFrame:
-    """Rows of DELIVERIES_SCHEMA for the pairs numbered `pairs`, `counts` indexed by pair."""
-    return pd.DataFrame(
-        {
-            "at": np.array([traffic.pairs[p][0] for p in pairs], dtype=object),
-            "queue": np.array([traffic.pairs[p][1] for p in pairs], dtype=object),
-            "n": counts[pairs].astype(np.int64) if len(pairs) else np.zeros(0, dtype=np.int64),
-            "hops": np.broadcast_to(np.asarray(hops, dtype=np.int64), len(pairs)),
-            "lost": np.full(len(pairs), lost),
-            "through_down": np.full(len(pairs), through_down),
-            "delay_ms": np.full(len(pairs), delay_ms, dtype=np.int64),
+class _Rows:
+    """Rows of DELIVERIES_SCHEMA gathered as column arrays and made into one DataFrame at the
+    end (a DataFrame per bin cost more than the tree's sums: thousands of bins per chunk)."""
+
+    def __init__(self, traffic: TreeTraffic) -> None:
+        self.traffic = traffic
+        self.pairs: list[np.ndarray] = []
+        self.columns: dict[str, list[np.ndarray]] = {
+            column: [] for column in ("n", "hops", "lost", "through_down", "delay_ms")
         }
-    )
+
+    def add(
+        self,
+        pairs: np.ndarray,
+        counts: np.ndarray,
+        hops: int | np.ndarray,
+        delay_ms: int,
+        lost: bool,
+        through_down: bool,
+    ) -> None:
+        """Rows for the pairs numbered `pairs`, `counts` indexed by pair."""
+        size = len(pairs)
+        self.pairs.append(pairs)
+        self.columns["n"].append(counts[pairs].astype(np.int64))
+        self.columns["hops"].append(np.broadcast_to(np.asarray(hops, dtype=np.int64), size))
+        self.columns["lost"].append(np.full(size, lost))
+        self.columns["through_down"].append(np.full(size, through_down))
+        self.columns["delay_ms"].append(np.full(size, delay_ms, dtype=np.int64))
+
+    def frame(self) -> pd.DataFrame:
+        pairs = np.concatenate(self.pairs)
+        at = np.array([node for node, _ in self.traffic.pairs] or [""], dtype=object)
+        queue = np.array([queue for _, queue in self.traffic.pairs] or [""], dtype=object)
+        return pd.DataFrame(
+            {"at": at[pairs], "queue": queue[pairs]}
+            | {column: np.concatenate(parts) for column, parts in self.columns.items()}
+        )
