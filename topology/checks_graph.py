@@ -156,12 +156,13 @@ def _simple_cycles(graph: nx.MultiDiGraph[str]) -> list[list[str]]:
     nodes, and which 200 it listed changed with the hash seed)."""
     simple: nx.DiGraph[str] = nx.DiGraph(graph)
     pairs = _both_ways(simple)
-    in_core = set(nx.k_core(cast("nx.Graph[object]", _undirected(simple)), 2))
+    undirected = _undirected(simple)
+    in_core = {str(node) for node in nx.k_core(cast("nx.Graph[object]", undirected), 2)}
     core = simple.copy()  # not a subgraph view: its order follows a set's, the hash seed's
     core.remove_nodes_from([node for node in simple if node not in in_core])
     if not core:
         return pairs  # a forest once directions are dropped
-    if not _more_than_listed(core):
+    if not _more_than_listed(core, undirected.subgraph(in_core)):
         longer = (cycle for cycle in nx.simple_cycles(core) if len(cycle) > 2)
         cycles = list(islice(longer, MAX_ENUMERATED + 1))
         if len(cycles) <= MAX_ENUMERATED:
@@ -169,14 +170,14 @@ def _simple_cycles(graph: nx.MultiDiGraph[str]) -> list[list[str]]:
     return pairs + _through_static(graph, simple) + _shortest_longer_cycles(core)
 
 
-def _more_than_listed(core: nx.DiGraph[str]) -> bool:
-    """Whether the core surely has more than MAX_ENUMERATED cycles of three nodes or more,
-    without searching (Johnson's search recomputes strongly connected components per cycle:
-    8 s for 200 cycles at 10,000 nodes): with every edge both ways, each of the edges - nodes
-    + components independent cycles of the links is a cycle both ways."""
+def _more_than_listed(core: nx.DiGraph[str], undirected: nx.Graph[str]) -> bool:
+    """Whether the core (`undirected`: its links once directions are dropped) surely has more
+    than MAX_ENUMERATED cycles of three nodes or more, without searching (Johnson's search
+    recomputes strongly connected components per cycle: 8 s for 200 cycles at 10,000 nodes):
+    with every edge both ways, each of the edges - nodes + components independent cycles of
+    the links is a cycle both ways."""
     if not _both_ways_only(core):
         return False
-    undirected = _undirected(core)
     independent = undirected.number_of_edges() - len(undirected) + nx.number_connected_components(undirected)
     return 2 * independent > MAX_ENUMERATED
 
@@ -190,11 +191,13 @@ def _through_static(graph: nx.MultiDiGraph[str], simple: nx.DiGraph[str]) -> lis
     """The shortest cycle through each static hop on one, so that where there are too many
     cycles to list no static loop is left out for the cap."""
     static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic" and u != v}
-    return [
-        nx.shortest_path(simple, head, tail)
-        for tail, head in sorted(static)
-        if nx.has_path(simple, head, tail)
-    ]
+    found = []
+    for tail, head in sorted(static):
+        try:
+            found.append(nx.shortest_path(simple, head, tail))
+        except nx.NetworkXNoPath:
+            continue  # the hop is on no cycle
+    return found
 
 
 def _shortest_longer_cycles(graph: nx.DiGraph[str]) -> list[list[str]]:
