@@ -28,8 +28,8 @@ from topology.flow import trace_flow
 from topology.graph import (
     MAX_ENUMERATED,
     Declaration,
+    DynamicRoutes,
     bindings_on,
-    chosen_dynamic_path,
     connection_graph,
     describe,
     dynamic_graph,
@@ -328,11 +328,19 @@ def _path_text(start: str, path: list[Edge]) -> str:
     return f"{arrow(nodes)} by {kinds}"
 
 
-def _delivering_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[Edge]]:
+class _ExchangeGraphs:
+    """An exchange's flow graph and dynamic routes, built once for all the pairs searched."""
+
+    def __init__(self, topology: Topology, exchange: str) -> None:
+        self.flow = flow_graph(topology, exchange)
+        self.dynamic = DynamicRoutes(topology, exchange)
+
+
+def _delivering_paths(graphs: _ExchangeGraphs, start: str, end: str) -> list[list[Edge]]:
     """The paths that each deliver a copy: every path with a static hop, and one dynamic path."""
-    graph = flow_graph(topology, exchange)
+    graph = graphs.flow
     paths = [path for path in _edge_paths(graph, start, end) if any(e["kind"] != "dynamic" for e in path)]
-    chosen = chosen_dynamic_path(topology, exchange, start, end)
+    chosen = graphs.dynamic.chosen(start, end)
     if chosen is not None:
         pairs = zip(chosen, chosen[1:], strict=False)
         dynamic = [
@@ -370,13 +378,15 @@ def _pairs_through_static(topology: Topology, graph: nx.MultiDiGraph[str]) -> It
         yield from ((start, end) for end in sorted(ends[start] - {start}, key=position.__getitem__))
 
 
-def _pair_paths(topology: Topology, exchange: str, start: str, end: str) -> Finding | None:
+def _pair_paths(
+    topology: Topology, exchange: str, graphs: _ExchangeGraphs, start: str, end: str
+) -> Finding | None:
     """The multiple-paths finding of one pair: more than one delivering path that some key
     `end`'s bindings match takes; None if there is none."""
     bound = {"kind": "bound", "keys": [b.key for b in bindings_on(topology, end, exchange)]}
     if not bound["keys"]:
         return None  # no queue of its own to get copies twice (further nodes are checked)
-    paths = _delivering_paths(topology, exchange, start, end)
+    paths = _delivering_paths(graphs, start, end)
     kept, extra = (paths[0], paths[1:]) if paths else ([], [])
     extra = [p for p in extra if witness_key(topology, exchange, [*kept, *p, bound]) is not None]
     return _multiple_paths(topology, exchange, start, end, [*kept, bound], extra) if extra else None
@@ -384,11 +394,11 @@ def _pair_paths(topology: Topology, exchange: str, start: str, end: str) -> Find
 
 def check_multiple_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        graph = flow_graph(topology, exchange)
-        if _one_path_at_most(graph):
+        graphs = _ExchangeGraphs(topology, exchange)
+        if _one_path_at_most(graphs.flow):
             continue
-        for start, end in _pairs_through_static(topology, graph):
-            found = _pair_paths(topology, exchange, start, end)
+        for start, end in _pairs_through_static(topology, graphs.flow):
+            found = _pair_paths(topology, exchange, graphs, start, end)
             if found is not None:
                 yield found
 
@@ -421,7 +431,7 @@ def _first_static(path: list[Edge], kept: list[Edge]) -> Declaration:
 def _every_simple_path_allowed(topology: Topology, exchange: str) -> bool:
     """Whether tags and exclude lists stop interest on no simple path of dynamic routes: no
     route excludes a tag, no two nodes share a tag and no node's tag is another node's name
-    (topology.graph.dynamic_hop_allowed then lets every hop of a simple path through)."""
+    (topology.graph.DynamicRoutes.hop_allowed then lets every hop of a simple path through)."""
     routes = [r for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange]
     tags = dynamic_tags(topology, exchange)
     named = [node for node, tag in tags.items() if tag != node and tag in topology.nodes]

@@ -749,7 +749,7 @@ def test_tree_shaped_exchanges_skip_the_pairwise_path_checks(monkeypatch: pytest
 
     monkeypatch.setattr(graph_checks, "dynamic_paths", counting)
 
-    def delivering(topology: Any, exchange: str, start: str, end: str) -> list[Any]:
+    def delivering(graphs: Any, start: str, end: str) -> list[Any]:
         enumerated.append((start, end))
         return []
 
