@@ -33,7 +33,6 @@ from topology.graph import (
     connection_graph,
     describe,
     dynamic_graph,
-    dynamic_paths,
     dynamic_tags,
     flow_exchanges,
     flow_graph,
@@ -475,11 +474,11 @@ def _pairs_enumerated(topology: Topology, exchange: str) -> list[tuple[str, str]
     """Every pair of nodes with more than one allowed path of dynamic routes one way or the
     other, by listing each pair's paths: for links not both ways, or tags and excludes that
     stop interest on some path."""
+    routes = DynamicRoutes(topology, exchange)
     return [
         (a, b)
         for a, b in itertools.combinations(topology.nodes, 2)
-        if len(dynamic_paths(topology, exchange, a, b)) > 1
-        or len(dynamic_paths(topology, exchange, b, a)) > 1
+        if len(routes.paths(a, b)) > 1 or len(routes.paths(b, a)) > 1
     ]
 
 

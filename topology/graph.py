@@ -154,12 +154,6 @@ def dynamic_graph(topology: Topology, exchange: str) -> nx.DiGraph[str]:
     return graph
 
 
-def dynamic_paths(topology: Topology, exchange: str, start: str, end: str) -> list[list[str]]:
-    """The simple paths of dynamic routes a message of `exchange` could take from `start` to
-    `end`: those interest from `end` can travel back along (tags and exclude lists respected)."""
-    return DynamicRoutes(topology, exchange).paths(start, end)
-
-
 class DynamicRoutes:
     """One exchange's dynamic routes, its nodes' tags and their graph, worked out once for
     searches that ask about many paths (a check of every pair of a 60-node ring built them
@@ -190,7 +184,8 @@ class DynamicRoutes:
         return None
 
     def paths(self, start: str, end: str) -> list[list[str]]:
-        """See dynamic_paths."""
+        """The simple paths of dynamic routes a message could take from `start` to `end`:
+        those interest from `end` can travel back along (tags and exclude lists respected)."""
         if start not in self.graph or end not in self.graph or start == end:
             return []
         found = []

@@ -15,6 +15,7 @@ from simulations.generators import GeneratorSpec, generate
 from topology import checks_graph as graph_checks
 from topology import checks_references as reference_checks
 from topology.checks import CHECKS, has_errors, run_checks
+from topology.graph import DynamicRoutes
 from topology.model import (
     Binding,
     Exchange,
@@ -741,13 +742,13 @@ def test_tree_shaped_exchanges_skip_the_pairwise_path_checks(monkeypatch: pytest
     that in linear time instead of enumerating every pair's paths (a 200-node hierarchy took
     minutes); a ring still gets its finding (from its bridges, test_topology_checks_scale)."""
     enumerated: list[tuple[str, str]] = []
-    real = graph_checks.dynamic_paths
+    real = DynamicRoutes.paths
 
-    def counting(topology: Any, exchange: str, start: str, end: str) -> list[list[str]]:
+    def counting(routes: DynamicRoutes, start: str, end: str) -> list[list[str]]:
         enumerated.append((start, end))
-        return real(topology, exchange, start, end)
+        return real(routes, start, end)
 
-    monkeypatch.setattr(graph_checks, "dynamic_paths", counting)
+    monkeypatch.setattr(DynamicRoutes, "paths", counting)
 
     def delivering(graphs: Any, start: str, end: str) -> list[Any]:
         enumerated.append((start, end))

@@ -319,7 +319,7 @@ def test_dynamic_paths_of_links_both_ways_come_from_the_bridges(monkeypatch: pyt
     a pair has several paths unless bridges alone join it, so no pair's paths are listed
     (a 60-node random-geometric mesh's did not finish in 20 s), and past MAX_LISTED pairs the
     message counts the rest."""
-    calls = counting(monkeypatch, graph_checks, "dynamic_paths")
+    calls = counting(monkeypatch, topology_graph.DynamicRoutes, "paths")
     ring = generate(GeneratorSpec("ring-of-regions", 1, hubs=4, edges=2))  # 4 hubs, 8 edges
     [found] = graph_checks.check_dynamic_paths(ring)
     assert calls == []
