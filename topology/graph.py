@@ -16,6 +16,7 @@ node holds it, and a link's from the node that opens it to its peer.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from itertools import islice
 
 import networkx as nx
@@ -26,6 +27,8 @@ from topology.model import Binding, Federation, Link, Route, Topology
 Declaration = Link | Route | Federation
 #: Cycles and paths beyond this many are not enumerated (the checks say so).
 MAX_ENUMERATED = 200
+#: (start, end) pairs whose dynamic paths DynamicRoutes keeps (at most MAX_ENUMERATED paths each).
+PATHS_KEPT = 4096
 
 
 def describe(decl: Declaration) -> str:
@@ -167,6 +170,9 @@ class DynamicRoutes:
         for route in topology.routes:
             if route.kind == "dynamic" and route.exchange == exchange:
                 self.routes.setdefault((route.source, route.destination), []).append(route)
+        # Each hop of a chosen path lists the paths from there to the same end again: kept
+        # for the last PATHS_KEPT (start, end) asked, so memory stays bounded on big meshes.
+        self._paths = lru_cache(maxsize=PATHS_KEPT)(self._search)
 
     def hop_allowed(self, path: list[str], hop: int) -> Route | None:
         """The dynamic route carrying messages from path[hop] to path[hop + 1] if interest
@@ -186,13 +192,16 @@ class DynamicRoutes:
     def paths(self, start: str, end: str) -> list[list[str]]:
         """The simple paths of dynamic routes a message could take from `start` to `end`:
         those interest from `end` can travel back along (tags and exclude lists respected)."""
+        return [list(path) for path in self._paths(start, end)]
+
+    def _search(self, start: str, end: str) -> tuple[tuple[str, ...], ...]:
         if start not in self.graph or end not in self.graph or start == end:
-            return []
-        found = []
-        for path in islice(nx.all_simple_paths(self.graph, start, end), MAX_ENUMERATED):
-            if all(self.hop_allowed(path, hop) for hop in range(len(path) - 1)):
-                found.append(path)
-        return found
+            return ()
+        return tuple(
+            tuple(path)
+            for path in islice(nx.all_simple_paths(self.graph, start, end), MAX_ENUMERATED)
+            if all(self.hop_allowed(path, hop) for hop in range(len(path) - 1))
+        )
 
     def chosen(self, start: str, end: str) -> list[str] | None:
         """The path path-vector routing sends messages along from `start` to `end`: at each
