@@ -17,7 +17,7 @@ import itertools
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from functools import cached_property, partial
 from itertools import islice
 from typing import Any, cast
 
@@ -32,8 +32,6 @@ from topology.graph import (
     bindings_on,
     connection_graph,
     describe,
-    dynamic_graph,
-    dynamic_tags,
     flow_exchanges,
     flow_graph,
 )
@@ -189,9 +187,8 @@ def _both_ways(graph: nx.DiGraph[str]) -> list[list[str]]:
 def _through_static(graph: nx.MultiDiGraph[str], simple: nx.DiGraph[str]) -> list[list[str]]:
     """The shortest cycle through each static hop on one, so that where there are too many
     cycles to list no static loop is left out for the cap."""
-    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic" and u != v}
     found = []
-    for tail, head in sorted(static):
+    for tail, head in sorted((u, v) for u, v in _static_hops(graph) if u != v):
         try:
             found.append(nx.shortest_path(simple, head, tail))
         except nx.NetworkXNoPath:
@@ -230,6 +227,11 @@ def _cycles_within(graph: nx.DiGraph[str], order: dict[str, int], bound: int) ->
             else:
                 stack.pop()
                 on_path.discard(path.pop())
+
+
+def _static_hops(graph: nx.MultiDiGraph[str]) -> set[tuple[str, str]]:
+    """The (tail, head) of every static hop: an exchange or queue route, or a federation."""
+    return {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic"}
 
 
 def _static(hop: list[Edge]) -> list[Edge]:
@@ -331,8 +333,13 @@ class _ExchangeGraphs:
     """An exchange's flow graph and dynamic routes, built once for all the pairs searched."""
 
     def __init__(self, topology: Topology, exchange: str) -> None:
+        self.topology, self.exchange = topology, exchange
         self.flow = flow_graph(topology, exchange)
-        self.dynamic = DynamicRoutes(topology, exchange)
+
+    @cached_property
+    def dynamic(self) -> DynamicRoutes:
+        """Built when a pair is searched: an exchange with one path at most never is."""
+        return DynamicRoutes(self.topology, self.exchange)
 
 
 def _delivering_paths(graphs: _ExchangeGraphs, start: str, end: str) -> list[list[Edge]]:
@@ -367,8 +374,7 @@ def _pairs_through_static(topology: Topology, graph: nx.MultiDiGraph[str]) -> It
     node, so only these pairs can get a second copy; the others need no path search (every pair
     of a 60-node mesh of dynamic routes took minutes)."""
     ends: dict[str, set[str]] = {}
-    static = {(u, v) for u, v, data in graph.edges(data=True) if data["kind"] != "dynamic"}
-    for tail, head in static:
+    for tail, head in _static_hops(graph):
         reached = nx.descendants(graph, head) | {head}
         for start in nx.ancestors(graph, tail) | {tail}:
             ends.setdefault(start, set()).update(reached)
@@ -427,14 +433,14 @@ def _first_static(path: list[Edge], kept: list[Edge]) -> Declaration:
     return cast("Declaration", candidates[0]["decl"])
 
 
-def _every_simple_path_allowed(topology: Topology, exchange: str) -> bool:
+def _every_simple_path_allowed(topology: Topology, routes: DynamicRoutes) -> bool:
     """Whether tags and exclude lists stop interest on no simple path of dynamic routes: no
     route excludes a tag, no two nodes share a tag and no node's tag is another node's name
-    (topology.graph.DynamicRoutes.hop_allowed then lets every hop of a simple path through)."""
-    routes = [r for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange]
-    tags = dynamic_tags(topology, exchange)
+    (DynamicRoutes.hop_allowed then lets every hop of a simple path through)."""
+    tags = routes.tags
     named = [node for node, tag in tags.items() if tag != node and tag in topology.nodes]
-    return not any(r.excludes for r in routes) and len(set(tags.values())) == len(tags) and not named
+    excluding = any(route.excludes for hop in routes.routes.values() for route in hop)
+    return not excluding and len(set(tags.values())) == len(tags) and not named
 
 
 def _components(graph: nx.Graph[str]) -> tuple[dict[str, int], list[list[int]]]:
@@ -470,11 +476,10 @@ def _pairs_by_bridges(graph: nx.Graph[str]) -> tuple[int, list[tuple[str, str]]]
     return count, first
 
 
-def _pairs_enumerated(topology: Topology, exchange: str) -> list[tuple[str, str]]:
+def _pairs_enumerated(topology: Topology, routes: DynamicRoutes) -> list[tuple[str, str]]:
     """Every pair of nodes with more than one allowed path of dynamic routes one way or the
     other, by listing each pair's paths: for links not both ways, or tags and excludes that
     stop interest on some path."""
-    routes = DynamicRoutes(topology, exchange)
     return [
         (a, b)
         for a, b in itertools.combinations(topology.nodes, 2)
@@ -482,23 +487,23 @@ def _pairs_enumerated(topology: Topology, exchange: str) -> list[tuple[str, str]
     ]
 
 
-def _several_dynamic_paths(topology: Topology, exchange: str) -> tuple[int, list[tuple[str, str]]]:
-    """How many pairs of nodes dynamic routes of `exchange` join by more than one path, and
+def _several_dynamic_paths(topology: Topology, routes: DynamicRoutes) -> tuple[int, list[tuple[str, str]]]:
+    """How many pairs of nodes an exchange's dynamic `routes` join by more than one path, and
     the first MAX_LISTED: from the bridges where every route goes both ways and every simple
     path is allowed (a 60-node random-geometric mesh's paths, pair by pair, did not finish in
     20 s), else by listing each pair's paths."""
-    graph = dynamic_graph(topology, exchange)
-    if _both_ways_only(graph) and _every_simple_path_allowed(topology, exchange):
-        return _pairs_by_bridges(nx.Graph(graph))
-    pairs = _pairs_enumerated(topology, exchange)
+    if _both_ways_only(routes.graph) and _every_simple_path_allowed(topology, routes):
+        return _pairs_by_bridges(nx.Graph(routes.graph))
+    pairs = _pairs_enumerated(topology, routes)
     return len(pairs), pairs[:MAX_LISTED]
 
 
 def check_dynamic_paths(topology: Topology) -> Iterator[Finding]:
     for exchange in flow_exchanges(topology):
-        if _one_path_at_most(dynamic_graph(topology, exchange)):
+        routes = DynamicRoutes(topology, exchange)
+        if _one_path_at_most(routes.graph):
             continue
-        count, first = _several_dynamic_paths(topology, exchange)
+        count, first = _several_dynamic_paths(topology, routes)
         if count:
             where = next(r.where for r in topology.routes if r.kind == "dynamic" and r.exchange == exchange)
             listed = ", ".join(f"{a} <-> {b}" for a, b in first)

@@ -356,8 +356,9 @@ def test_dynamic_paths_count_and_list_the_pairs_listing_every_path_finds(
     """The same count and the same first pairs as listing each pair's paths both ways."""
     monkeypatch.setattr(graph_checks, "MAX_LISTED", 5)
     topology = random_dynamic(seed)
-    pairs = graph_checks._pairs_enumerated(topology, "x")
-    assert graph_checks._several_dynamic_paths(topology, "x") == (len(pairs), pairs[:5])
+    routes = topology_graph.DynamicRoutes(topology, "x")
+    pairs = graph_checks._pairs_enumerated(topology, routes)
+    assert graph_checks._several_dynamic_paths(topology, routes) == (len(pairs), pairs[:5])
 
 
 def test_cut_off_nodes_name_a_big_group_by_a_node_and_a_count() -> None:
