@@ -105,6 +105,9 @@ class _Tree:
         self.local = np.full(len(world.scenario.topology.nodes), -1, dtype=np.int64)
         for number, node in enumerate(world.scenario.topology.nodes):
             self.local[number] = self.traffic.index.get(node, -1)
+        #: The node and the queue of each (node, queue) pair the tree delivers to, by number.
+        self.pair_nodes = np.array([node for node, _ in self.traffic.pairs], dtype=object)
+        self.pair_queues = np.array([queue for _, queue in self.traffic.pairs], dtype=object)
 
     def steps(self, frame: pd.DataFrame) -> Iterator[tuple[int, np.ndarray]]:
         """Each step of a group's rows (node_index, key, step, messages, bytes) with its
@@ -183,7 +186,7 @@ def deliveries(
             if tree.outages.failing(step):  # copies lost on the way still count for max_hops
                 max_hops = np.maximum(max_hops, traffic.reach(messages))
             lost += traffic.outcomes(messages, traffic.states(tree.outages, step, delay), delivered)
-        rows = _Rows(traffic)
+        rows = _Rows(tree)
         rows.add(np.flatnonzero(lost), lost, 0, 0, lost=True, through_down=False)
         for (hops, delay_ms, through_down), got in delivered.items():
             reached = np.flatnonzero(got)
@@ -201,8 +204,8 @@ class _Rows:
     """Rows of DELIVERIES_SCHEMA gathered as column arrays and made into one DataFrame at the
     end (a DataFrame per bin cost more than the tree's sums: thousands of bins per chunk)."""
 
-    def __init__(self, traffic: TreeTraffic) -> None:
-        self.traffic = traffic
+    def __init__(self, tree: _Tree) -> None:
+        self.tree = tree
         self.pairs: list[np.ndarray] = []
         self.columns: dict[str, list[np.ndarray]] = {
             column: [] for column in ("n", "hops", "lost", "through_down", "delay_ms")
@@ -228,9 +231,7 @@ class _Rows:
 
     def frame(self) -> pd.DataFrame:
         pairs = np.concatenate(self.pairs)
-        at = np.array([node for node, _ in self.traffic.pairs] or [""], dtype=object)
-        queue = np.array([queue for _, queue in self.traffic.pairs] or [""], dtype=object)
         return pd.DataFrame(
-            {"at": at[pairs], "queue": queue[pairs]}
+            {"at": self.tree.pair_nodes[pairs], "queue": self.tree.pair_queues[pairs]}
             | {column: np.concatenate(parts) for column, parts in self.columns.items()}
         )
