@@ -117,6 +117,20 @@ class FederatedExchange:
 # -- the control message: a downstream node's adverts, as JSON --------------------------------
 
 
+#: What publishing adverts needs: see AdvertRefused.
+BRIDGE_PREFIX = "federation.bridge."
+
+
+def bridge_queue(tag: str, exchange: str) -> str:
+    """The bridge queue on the upstream node that a downstream node (by its tag) consumes an
+    exchange's forwarded messages from: the one queue its adverts may name."""
+    return f"{BRIDGE_PREFIX}{tag}.{exchange}"
+
+
+class AdvertRefused(Exception):
+    """Adverts that the login which published them may not send: refused, never applied."""
+
+
 def encode_adverts(exchange: str, sender: str, bridge_queue: str, adverts: set[Advert]) -> bytes:
     """The body a downstream node publishes to CONTROL_EXCHANGE on its upstream."""
     return json.dumps(

@@ -36,7 +36,7 @@ import trio
 from pamqp import commands
 
 from federation.address import BrokerAddress
-from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
+from federation.dynamic import AdvertRefused, FederatedExchange, bridge_queue, decode_adverts, encode_adverts
 from federation.link import peer_name
 from federation.local import LocalChannelClosed
 from federation.persistence import FederationStore
@@ -141,12 +141,17 @@ class FederatedExchanges:
             entry.changes.listeners.remove(listener)
             self._release_if_idle(vhost, name)
 
-    def receive(self, vhost: VHost, body: bytes) -> None:
+    def receive(self, vhost: VHost, body: bytes, speaker: str | None) -> None:
         """A control message a downstream node published to CONTROL_EXCHANGE on `vhost`: its
         complete adverts for one exchange, and the bridge queue it declared here just before.
         Adverts that came with a durable bridge queue are kept in `store`, so that after a
-        crash this node routes into that queue again before the downstream node is back."""
-        applied = self._apply(vhost, body)
+        crash this node routes into that queue again before the downstream node is back.
+
+        `speaker` is the one node (tag) the publishing login may advertise as (None: a shared
+        federation login, which may advertise as any). AdvertRefused, applying nothing, for
+        adverts in another node's name, or naming a queue other than that node's bridge queue:
+        either would let one login take or stop another node's traffic."""
+        applied = self._apply(vhost, body, speaker)
         if applied is None or self.store is None:
             return
         name, sender, keep = applied
@@ -162,19 +167,31 @@ class FederatedExchanges:
         self.store = store
         for vhost_name, name, sender, body in store.load_adverts():
             vhost = vhosts.get(vhost_name)
-            applied = None if vhost is None else self._apply(vhost, body)
+            try:
+                applied = None if vhost is None else self._apply(vhost, body, None)
+            except AdvertRefused as refused:
+                LOGGER.warning("stored %s; dropped", refused)
+                applied = None
             if applied is None or not applied[2]:
                 store.delete_adverts(vhost_name, name, sender)
 
-    def _apply(self, vhost: VHost, body: bytes) -> tuple[str, str, bool] | None:
+    def _apply(self, vhost: VHost, body: bytes, speaker: str | None) -> tuple[str, str, bool] | None:
         """Install a control message's adverts: (exchange, sender, whether they are worth
         keeping: some interest, with a durable bridge queue), or None if it was ignored.
-        Anything wrong is logged and ignored: a peer must not be able to crash the node."""
+        Malformed adverts are logged and ignored (a peer must not be able to crash the node);
+        adverts the speaker may not send raise AdvertRefused."""
         try:
             name, sender, queue, adverts = decode_adverts(body)
         except ValueError as error:
             LOGGER.warning("%s; ignored", error)
             return None
+        if speaker is not None and sender != speaker:
+            raise AdvertRefused(f"adverts in the name of node '{sender}' from the login of node '{speaker}'")
+        if queue != bridge_queue(sender, name):
+            raise AdvertRefused(
+                f"adverts from node '{sender}' naming queue '{queue}', not its bridge queue "
+                f"'{bridge_queue(sender, name)}'"
+            )
         bridge = vhost.queues.get(queue)
         federated = self.attach(vhost, name) if bridge is not None else None
         if bridge is None or federated is None:
@@ -254,7 +271,7 @@ class DynamicRoute(Route):
         """Check the source's exchange, declare the bridge queue there and advertise."""
         federated = self._federated()
         await check_peer_exchange(channel, federated.vhost.exchanges[self.config.exchange], self.peer)
-        self._bridge = f"federation.bridge.{federated.tag}.{self.config.exchange}"
+        self._bridge = bridge_queue(federated.tag, self.config.exchange)
         durable = self.config.durable
         arguments = BRIDGE_ARGUMENTS if durable else None
         await declare_source_queue(channel, self._bridge, durable=durable, arguments=arguments)

@@ -384,10 +384,12 @@ class Federation:
                 self._remove_peer(peer)
         return flushed
 
-    def receive_adverts(self, vhost: VHost, body: bytes) -> None:
+    def receive_adverts(self, vhost: VHost, body: bytes, speaker: str | None) -> None:
         """A downstream node's adverts, published to the control exchange (the server hands
-        them over); see federation.dynamic_route."""
-        self._exchanges.receive(vhost, body)
+        them over) by a login that may advertise as `speaker` (None: as any node);
+        federation.dynamic.AdvertRefused if it may not send these. See
+        federation.dynamic_route."""
+        self._exchanges.receive(vhost, body, speaker)
 
     def _new_route(self, config: RouteConfig, peer: BrokerAddress) -> Route:
         if config.kind == "dynamic":

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="tags",
         choices=TAGS,
         help="the user's tags, replacing the old ones (repeatable): administrator may manage the node, "
-        "monitoring may read what management lists",
+        "monitoring may read what management lists, federation is the login of the peer node of that name",
     )
     tags.add_argument("--no-tags", dest="tags", action="store_const", const=[], help="remove the user's tags")
 

@@ -26,14 +26,12 @@ from gateway.broker import Session
 from gateway.broker.names import describe
 from gateway.jsonbody import load_json
 from gateway.management import Management, ManagementError
+from gateway.security.users import ADMINISTRATOR_TAG, MONITORING_TAG
 from gateway.wire.content import Content
 from gateway.wire.errors import precondition_failed
 
 LOGGER = logging.getLogger("gateway.management")
 
-ADMINISTRATOR_TAG = "administrator"
-#: RabbitMQ's tag for users who may see everything and change nothing: management's reads.
-MONITORING_TAG = "monitoring"
 _PUBLISH = commands.Basic.Publish()
 
 

@@ -19,11 +19,14 @@ from functools import partial
 from typing import Any
 
 import trio
+from pamqp import commands
 
+from federation.dynamic import AdvertRefused
 from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import collector
 from gateway.broker import Broker, Session
+from gateway.broker.names import describe
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
@@ -44,8 +47,11 @@ from gateway.server import (
 from gateway.store import Store, WriteFailed
 from gateway.store.spill import SpillFile
 from gateway.wire.content import Content
+from gateway.wire.errors import access_refused
 
 LOGGER = logging.getLogger("gateway.node")
+#: Stands in for the Basic.Publish of a refused advert in its error (class and method ids).
+ADVERT_PUBLISH = commands.Basic.Publish(exchange=CONTROL_EXCHANGE)
 
 #: What a node proposes in Connection.Tune unless its config says otherwise.
 DEFAULT_LIMITS = Limits()
@@ -202,8 +208,21 @@ class Node:
             self._handler_nursery.cancel_scope.cancel()
 
     def _receive_adverts(self, session: Session, content: Content) -> None:
-        """The broker's handler for CONTROL_EXCHANGE: a downstream node's adverts."""
-        self.federation.receive_adverts(session.vhost, content.body)
+        """The broker's handler for CONTROL_EXCHANGE: a downstream node's adverts. Adverts
+        steer where this node sends traffic, so only a federation login may send them, and
+        only in the name of the node it is (User.speaks_for): anything else is a 403 on the
+        publishing channel and changes nothing."""
+        user = session.user
+        if not user.may_federate():
+            raise access_refused(
+                f"access to {describe('exchange', CONTROL_EXCHANGE, session.vhost.name)} refused for user"
+                f" '{user.name}': only federation logins may send adverts",
+                ADVERT_PUBLISH,
+            )
+        try:
+            self.federation.receive_adverts(session.vhost, content.body, user.speaks_for())
+        except AdvertRefused as refused:
+            raise access_refused(f"{refused} refused for user '{user.name}'", ADVERT_PUBLISH) from None
 
     def want_commit(self) -> None:
         """Called after model changes: wakes the committer if the store has buffered writes."""

@@ -33,6 +33,12 @@ _T = TypeVar("_T")
 GUEST = "guest"
 #: The login federation peerings use by default (OpenAMQ's), built in like guest.
 PEERING = "peering"
+#: Tags with a meaning (as RabbitMQ's): administrators may manage the node, monitoring users
+#: read its state; a federation login may advertise dynamic routes' interest, as the node of
+#: its own name only (see User.speaks_for).
+ADMINISTRATOR_TAG = "administrator"
+MONITORING_TAG = "monitoring"
+FEDERATION_TAG = "federation"
 #: Users that may connect from loopback only unless the file says otherwise.
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
 _KEYS = ("password", "vhosts", "tags", "loopback_only")
@@ -65,6 +71,17 @@ class User:
 
     def may_access(self, vhost: str) -> bool:
         return self.vhosts is None or vhost in self.vhosts
+
+    def may_federate(self) -> bool:
+        """Whether this login is one of the node's federation: the shared `peering` login, a
+        user tagged `federation`, or an administrator (who may reconfigure routing anyway)."""
+        return self.name == PEERING or FEDERATION_TAG in self.tags or ADMINISTRATOR_TAG in self.tags
+
+    def speaks_for(self) -> str | None:
+        """The one node a federation login may advertise as: a user tagged `federation` is
+        the node (tag) of its own name, so one peer cannot speak for another; the shared
+        logins (`peering`, administrators) may speak for any node (None)."""
+        return self.name if FEDERATION_TAG in self.tags else None
 
     def may_connect_from(self, peer_host: str) -> bool:
         """RabbitMQ's loopback_users rule: such users can only connect via localhost."""
@@ -112,7 +129,7 @@ class UsersDB:
         Unlike RabbitMQ's guest it may open every vhost: without a users file there would be
         no way to let anyone into the vhosts the node config declares.
         """
-        guest = User(GUEST, None, ("administrator",), loopback_only=True)
+        guest = User(GUEST, None, (ADMINISTRATOR_TAG,), loopback_only=True)
         peering = User(PEERING, None, (), loopback_only=True)
         return cls(
             [_Record(guest, PasswordHash.create(GUEST)), _Record(peering, PasswordHash.create(PEERING))]

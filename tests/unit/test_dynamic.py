@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pamqp import commands
 
-from federation.dynamic import FederatedExchange, decode_adverts, encode_adverts
+from federation.dynamic import AdvertRefused, FederatedExchange, bridge_queue, decode_adverts, encode_adverts
 from federation.dynamic_route import FederatedExchanges
 from federation.persistence import FederationStore
 from federation.stamps import DEST_HEADER, TRACE_HEADER
@@ -16,6 +17,9 @@ from gateway.routing.interest import Advert
 from gateway.wire.content import Content
 
 from .broker_fakes import Client, FakeStore
+
+BRIDGE_B = bridge_queue("b", "fed.topic")
+BRIDGE_C = bridge_queue("c", "fed.topic")
 
 
 class Node:
@@ -149,19 +153,48 @@ def test_control_messages_attach_on_demand_and_bad_ones_are_ignored(caplog: Any)
     a = Broker(node_name="a")
     client = Client(a)
     client.exchange("fed.topic", "topic")
-    client.declare("bridge.b")
+    client.declare(BRIDGE_B)
     vhost = a.vhosts["/"]
     exchanges = FederatedExchanges("a")
-    for body in (b"not json", b'{"exchange": "fed.topic"}', encode_adverts("fed.topic", "b", "nope", set())):
-        exchanges.receive(vhost, body)
+    unknown = encode_adverts("fed.topic", "x", bridge_queue("x", "fed.topic"), set())  # never declared
+    for body in (b"not json", b'{"exchange": "fed.topic"}', unknown):
+        exchanges.receive(vhost, body, None)
     assert vhost.exchanges["fed.topic"].federation is None
     assert len(caplog.records) == 3
     interest = {Advert.of("b", "k", {}, ("b",))}
-    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", interest))
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", BRIDGE_B, interest), None)
     federated = vhost.exchanges["fed.topic"].federation
     assert isinstance(federated, FederatedExchange) and federated.table.next_hops() == {"b": "b"}
-    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", set()))
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", BRIDGE_B, set()), None)
     assert vhost.exchanges["fed.topic"].federation is None  # no route here, no interest left
+
+
+def test_adverts_in_another_nodes_name_or_into_another_queue_are_refused_and_change_nothing() -> None:
+    a = Broker(node_name="a")
+    client = Client(a)
+    client.exchange("fed.topic", "topic")
+    client.declare(BRIDGE_B)
+    client.declare("stolen")
+    vhost = a.vhosts["/"]
+    exchanges = FederatedExchanges("a")
+    exchanges.receive(
+        vhost, encode_adverts("fed.topic", "b", BRIDGE_B, {Advert.of("b", "k", {}, ("b",))}), "b"
+    )
+    federated = vhost.exchanges["fed.topic"].federation
+    assert isinstance(federated, FederatedExchange)
+    forged = (
+        # b's interest, sent by the login of c
+        (encode_adverts("fed.topic", "b", BRIDGE_B, set()), "c"),
+        # b's own login, naming a queue that is not b's bridge queue
+        (encode_adverts("fed.topic", "b", "stolen", {Advert.of("b", "k", {}, ("b",))}), "b"),
+        # a shared login may speak for any node, but only into that node's bridge queue
+        (encode_adverts("fed.topic", "b", "stolen", {Advert.of("b", "k", {}, ("b",))}), None),
+    )
+    for body, speaker in forged:
+        with pytest.raises(AdvertRefused):
+            exchanges.receive(vhost, body, speaker)
+    assert federated.table.next_hops() == {"b": "b"}
+    assert federated.bridges["b"] is vhost.queues[BRIDGE_B]
 
 
 def test_a_persistent_message_forwarded_only_to_a_durable_bridge_is_confirmed_once_stored() -> None:
@@ -169,9 +202,9 @@ def test_a_persistent_message_forwarded_only_to_a_durable_bridge_is_confirmed_on
     a = Broker(node_name="a", store=store)
     client = Client(a)
     client.exchange("fed.topic", "topic")
-    client.declare("bridge.b", durable=True)
+    client.declare(BRIDGE_B, durable=True)
     FederatedExchanges("a").receive(
-        a.vhosts["/"], encode_adverts("fed.topic", "b", "bridge.b", {Advert.of("b", "k", {}, ("b",))})
+        a.vhosts["/"], encode_adverts("fed.topic", "b", BRIDGE_B, {Advert.of("b", "k", {}, ("b",))}), None
     )
     client.call(commands.Confirm.Select())
     store.commit()
@@ -191,8 +224,8 @@ def test_adverts_with_a_durable_bridge_are_kept_and_restored_after_a_restart(tmp
         broker = Broker(node_name="a")
         client = Client(broker)
         client.exchange("fed.topic", "topic")
-        client.declare("bridge.b", durable=True)  # a store would have restored it
-        client.declare("bridge.c", exclusive=True)
+        client.declare(BRIDGE_B, durable=True)  # a store would have restored it
+        client.declare(BRIDGE_C, exclusive=True)
         exchanges = FederatedExchanges("a")
         exchanges.restore(broker.vhosts, store)
         return client, exchanges
@@ -200,8 +233,10 @@ def test_adverts_with_a_durable_bridge_are_kept_and_restored_after_a_restart(tmp
     store = FederationStore.open(tmp_path)
     client, exchanges = node(store)
     vhost = client.broker.vhosts["/"]
-    exchanges.receive(vhost, encode_adverts("fed.topic", "b", "bridge.b", interest))
-    exchanges.receive(vhost, encode_adverts("fed.topic", "c", "bridge.c", {Advert.of("c", "x", {}, ("c",))}))
+    exchanges.receive(vhost, encode_adverts("fed.topic", "b", BRIDGE_B, interest), None)
+    exchanges.receive(
+        vhost, encode_adverts("fed.topic", "c", BRIDGE_C, {Advert.of("c", "x", {}, ("c",))}), None
+    )
     assert [(row[0], row[1], row[2]) for row in store.load_adverts()] == [("/", "fed.topic", "b")]
     store.close()
 
@@ -210,12 +245,12 @@ def test_adverts_with_a_durable_bridge_are_kept_and_restored_after_a_restart(tmp
     federated = client.broker.vhosts["/"].exchanges["fed.topic"].federation
     assert isinstance(federated, FederatedExchange) and federated.table.next_hops() == {"b": "b"}
     client.publish("fed.topic", "k")
-    assert not isinstance(client.get("bridge.b", no_ack=True), commands.Basic.GetEmpty)
+    assert not isinstance(client.get(BRIDGE_B, no_ack=True), commands.Basic.GetEmpty)
 
 
 def test_stored_adverts_of_a_bridge_gone_meanwhile_are_dropped(tmp_path: Path) -> None:
     store = FederationStore.open(tmp_path)
-    store.put_adverts("/", "fed.topic", "b", encode_adverts("fed.topic", "b", "bridge.b", set()))
+    store.put_adverts("/", "fed.topic", "b", encode_adverts("fed.topic", "b", BRIDGE_B, set()))
     broker = Broker(node_name="a")
     Client(broker).exchange("fed.topic", "topic")
     FederatedExchanges("a").restore(broker.vhosts, store)  # no bridge.b: it expired
