@@ -33,6 +33,9 @@ from gateway.wire.errors import precondition_failed
 LOGGER = logging.getLogger("gateway.management")
 
 _PUBLISH = commands.Basic.Publish()
+#: Listings only administrators may read: who may log in and what each may do (RabbitMQ's
+#: monitoring users do not see users or permissions either).
+ADMINISTRATOR_READS = frozenset({"users.list", "permissions.list", "topic_permissions.list"})
 
 
 def handle_request(management: Management, session: Session, request: Content) -> None:
@@ -68,12 +71,12 @@ def answer(management: Management, user: Any, request: Content) -> Content:
 
 def check_access(user: Any, method: str) -> None:
     """Administrators may call anything, monitoring users the reads (node.info and the
-    `*.list` methods); ManagementError("access") for anything else."""
+    `*.list` methods but ADMINISTRATOR_READS); ManagementError("access") for anything else."""
     tags = getattr(user, "tags", ())
     if ADMINISTRATOR_TAG in tags:
         return
     if MONITORING_TAG in tags:
-        if method == "node.info" or method.endswith(".list"):
+        if method == "node.info" or (method.endswith(".list") and method not in ADMINISTRATOR_READS):
             return
         raise ManagementError(
             "access", f"user '{user.name}' may only read this node's state (monitoring), not call '{method}'"

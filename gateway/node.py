@@ -25,6 +25,7 @@ from federation.dynamic import AdvertRefused
 from federation.manager import Federation
 from federation.routes import LocalNode
 from gateway import collector
+from gateway.accounts import Accounts
 from gateway.broker import Broker, Session
 from gateway.broker.names import describe
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
@@ -119,6 +120,9 @@ class Node:
         self.management = Management(self.broker, name, self._resources)
         if store is not None:
             self.broker.recover(store.load())
+        self.accounts = Accounts(users, self.broker, store)
+        self.accounts.restore()
+        self.management.operations.update(self.accounts.operations())
         self.federation = Federation(
             LocalNode(name, self.management, self.want_commit),
             data_dir=None if store is None else store.data_dir,

@@ -16,6 +16,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
+from federation.cli import config_access
 from federation.cli.common import Parser, broker_address, count, default, parse, run, timeout_seconds
 from federation.management_client import Client, ClientFactory, ManagementClient
 from gateway.names import DEFAULT_PORT
@@ -24,7 +25,8 @@ from gateway.names import DEFAULT_PORT
 #: qpid-config's --policy-type values (the node says which it cannot apply).
 POLICY_TYPES = ("reject", "flow_to_disk", "ring", "ring_strict")
 
-USAGE = """\
+USAGE = (
+    """\
 amq-config [OPTIONS]
        amq-config [OPTIONS] node
        amq-config [OPTIONS] exchanges [filter-string]
@@ -36,10 +38,14 @@ amq-config [OPTIONS]
                                              [--capacity N] [--flow-resume-capacity N]
        amq-config [OPTIONS] del queue <name> [--force]
        amq-config [OPTIONS] bind   <exchange-name> <queue-name> [binding-key]
-       amq-config [OPTIONS] unbind <exchange-name> <queue-name> [binding-key]"""
+       amq-config [OPTIONS] unbind <exchange-name> <queue-name> [binding-key]
+"""
+    + config_access.USAGE
+)
 
 DESCRIPTION = """\
-Show and change a node's exchanges, queues and bindings. Without a command: a summary.
+Show and change a node's exchanges, queues and bindings, and its users, vhosts and
+permissions. Without a command: a summary.
 
 Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest),
 or amqp://user:password@host:port/vhost. Options may come before the command, or after it
@@ -198,6 +204,7 @@ def add_options(
     )
     if vhost:
         parser.add_argument(
+            "-p",
             "--vhost",
             default=default(None, main),
             help="the vhost to show or change (default: the address URL's, else /)",
@@ -304,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         leaf.add_argument("exchange", metavar="exchange-name")
         leaf.add_argument("queue", metavar="queue-name")
         leaf.add_argument("key", nargs="?", default="", metavar="binding-key")
+    config_access.add_commands(commands, command)
     return parser
 
 

@@ -105,6 +105,31 @@ def _write_atomically(path: Path, text: str) -> None:
         os.close(directory)
 
 
+def typed_password(username: str) -> str:
+    """A new password for `username`, typed twice at a prompt that does not echo it: never on
+    a command line, where `ps` and shell histories show it. ValueError if none was typed or
+    the two differ."""
+    try:
+        password = getpass.getpass(f"Password for {username}: ")
+        again = getpass.getpass("Repeat the password: ")
+    except EOFError:
+        raise ValueError("no password given") from None
+    if password != again:
+        raise ValueError("passwords do not match; nothing changed")
+    return password
+
+
+def new_password(username: str, from_stdin: bool) -> str:
+    """The first line of standard input (`--password-stdin`), else typed twice; ValueError
+    if there is none."""
+    if not from_stdin:
+        return typed_password(username)
+    password = sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise ValueError("no password on standard input")
+    return password
+
+
 def run_passwd(
     users_file: Path,
     username: str,
@@ -113,18 +138,10 @@ def run_passwd(
     tags: list[str] | None = None,
 ) -> int:
     """`amq-gateway passwd FILE USER`: prompt twice unless given a password; exit code."""
-    if password is None:
-        try:
-            password = getpass.getpass(f"Password for {username}: ")
-            again = getpass.getpass("Repeat the password: ")
-        except EOFError:
-            print("amq-gateway passwd: no password given", file=sys.stderr)
-            return 1
-        if password != again:
-            print("amq-gateway passwd: passwords do not match; nothing changed", file=sys.stderr)
-            return 1
     try:
-        added = set_password(users_file, username, password, vhosts, tags)
+        added = set_password(
+            users_file, username, typed_password(username) if password is None else password, vhosts, tags
+        )
     except (ConfigError, ValueError) as err:
         print(f"amq-gateway passwd: {err}", file=sys.stderr)
         return 1

@@ -107,7 +107,8 @@ def check_username(name: str) -> str:
 
 
 class UsersDB:
-    """The users a node accepts. Immutable once loaded; reload by loading again."""
+    """The users a node accepts: the users file's, then those changed at runtime
+    (gateway.accounts, through `put` and `remove`)."""
 
     def __init__(
         self,
@@ -153,6 +154,21 @@ class UsersDB:
     def get(self, name: str) -> User | None:
         record = self._records.get(name)
         return record.user if record else None
+
+    def password(self, name: str) -> PasswordHash | None:
+        record = self._records.get(name)
+        return record.password if record else None
+
+    def users(self) -> list[User]:
+        return [record.user for record in self._records.values()]
+
+    def put(self, user: User, password: PasswordHash) -> None:
+        """Add or replace a user. A new password takes effect at once: the verified-login
+        cache is keyed by the stored hash, so the old password's entries no longer match."""
+        self._records[user.name] = _Record(user, password)
+
+    def remove(self, name: str) -> None:
+        self._records.pop(name, None)
 
     def recently_verified(self, name: str, password: str) -> bool:
         """True when these credentials succeeded recently: cheap (one HMAC), no scrypt."""

@@ -140,6 +140,9 @@ _DELETE_UNREFERENCED = _RowsStatement(
     1,
 )
 _PUT_VHOST = "INSERT OR IGNORE INTO vhosts VALUES (?)"
+_DELETE_VHOST = "DELETE FROM vhosts WHERE name = ?"
+_PUT_ACCOUNT = "INSERT OR REPLACE INTO accounts VALUES (?, ?)"
+_LOAD_ACCOUNTS = "SELECT name, record FROM accounts"
 _PUT_EXCHANGE = "INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)"
 _DELETE_EXCHANGE = "DELETE FROM exchanges WHERE vhost = ? AND name = ?"
 _DELETE_EXCHANGE_BINDINGS = (
@@ -405,6 +408,14 @@ class Store:
     def put_vhost(self, name: str) -> None:
         self._batch.ops.append((_PUT_VHOST, (name,)))
 
+    def delete_vhost(self, name: str) -> None:
+        """Forget a vhost; its exchanges and queues are deleted one by one before."""
+        self._batch.ops.append((_DELETE_VHOST, (name,)))
+
+    def put_account(self, name: str, record: str) -> None:
+        """Keep a user managed at runtime (gateway.accounts says what `record` holds)."""
+        self._batch.ops.append((_PUT_ACCOUNT, (name, record)))
+
     def put_exchange(
         self,
         vhost: str,
@@ -646,6 +657,13 @@ class Store:
         return int(pages) * self._page_size
 
     # -- start-up ----------------------------------------------------------------------------
+
+    def load_accounts(self) -> dict[str, str]:
+        """The records of the users managed at runtime, by name (once, at start)."""
+        try:
+            return dict(self._db.execute(_LOAD_ACCOUNTS).fetchall())
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the store {self.path}: {exc}") from exc
 
     def load(self) -> Snapshot:
         """Read all durable state (once, at start, before serving)."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import StoreError, StoreLocked
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_FILE = "store.db"
 LOCK_FILE = "LOCK"
 #: A WAL that a burst of large messages grew is cut back to this size once it restarts.
@@ -42,8 +42,12 @@ _DELIVERED_MARKS = (
     " PRIMARY KEY (vhost, queue)) WITHOUT ROWID"
 )
 
+#: Users managed at runtime (gateway.accounts): one JSON record per user name.
+_ACCOUNTS = "CREATE TABLE accounts (name TEXT PRIMARY KEY, record TEXT NOT NULL) WITHOUT ROWID"
+
 _SCHEMA = (
     "CREATE TABLE vhosts (name TEXT PRIMARY KEY) WITHOUT ROWID",
+    _ACCOUNTS,
     (
         "CREATE TABLE exchanges (vhost TEXT, name TEXT, type TEXT NOT NULL,"
         " auto_delete INTEGER NOT NULL, internal INTEGER NOT NULL, arguments BLOB NOT NULL,"
@@ -88,6 +92,7 @@ _UPGRADES = {
         " WHERE delivered GROUP BY vhost, queue",
         "ALTER TABLE queue_messages DROP COLUMN delivered",
     ),
+    4: (_ACCOUNTS,),
 }
 
 

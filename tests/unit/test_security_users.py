@@ -420,5 +420,7 @@ def test_tags_are_set_replaced_and_removed(tmp_path: Path) -> None:
     assert UsersDB.load(path).get("alice").tags == ("monitoring",)  # type: ignore[union-attr]
     set_password(path, "alice", "pw", tags=[])
     assert "tags" not in path.read_text()
-    with pytest.raises(ValueError, match="unknown tag 'root' \\(known: administrator, monitoring, federation\\)"):
+    with pytest.raises(
+        ValueError, match="unknown tag 'root' \\(known: administrator, monitoring, federation\\)"
+    ):
         set_password(path, "alice", "pw", tags=["root"])

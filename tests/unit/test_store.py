@@ -454,9 +454,11 @@ async def test_routed_at_round_trips(store: Store) -> None:
 def downgrade(path: Path, version: int) -> None:
     """Make a store look like one written by schema `version`."""
     with sqlite3.connect(path) as raw:
-        # Schema 3 and older: a delivered flag per entry, no marks.
-        raw.execute("DROP TABLE delivered_marks")
-        raw.execute("ALTER TABLE queue_messages ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0")
+        # Schema 4 and older: no accounts.
+        raw.execute("DROP TABLE accounts")
+        if version <= 3:  # a delivered flag per entry, no marks
+            raw.execute("DROP TABLE delivered_marks")
+            raw.execute("ALTER TABLE queue_messages ADD COLUMN delivered INTEGER NOT NULL DEFAULT 0")
         if version <= 2:  # no index by queue
             raw.execute("DROP INDEX queue_messages_by_queue")
         if version <= 1:  # no routed_at
@@ -512,6 +514,26 @@ async def test_schema_3_delivered_flags_become_each_queues_mark(tmp_path: Path) 
             (3, False),
         ]
         assert [r.redelivered for r in messages[("/", "other")]] == [False] * 3
+
+
+async def test_schema_4_store_gets_accounts_which_round_trip(tmp_path: Path) -> None:
+    with Store.open(tmp_path) as store:
+        add(store, 1)
+        await store.commit()
+        path = store.path
+    downgrade(path, 4)
+    with Store.open(tmp_path) as store:
+        assert rows(store, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        assert store.load_accounts() == {}
+        store.put_account("alice", '{"deleted": true}')
+        store.put_vhost("prod")
+        await store.commit()
+        store.delete_vhost("prod")
+        await store.commit()
+        assert queued_ids(store) == [1]
+    with Store.open(tmp_path) as store:
+        assert store.load_accounts() == {"alice": '{"deleted": true}'}
+        assert store.load().vhosts == []
 
 
 def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:

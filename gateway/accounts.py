@@ -1,0 +1,226 @@
+"""Users and vhosts changed while the node runs: the management operations behind `amq-config
+users`, `user add|passwd|tags|del`, `vhosts` and `vhost add|del`, kept in the node's store.
+
+Which wins when the users file and the node both name a user: a user's whole record (password
+hash, tags, loopback rule, vhosts) comes from one place. It is the users file's until the user
+is first changed at runtime; from then on it is the store's, which keeps it (or that it was
+deleted) across restarts, and the file's entry for that name is ignored, with a warning at start
+naming it. So a runtime change is never undone by a restart, and the file stays what seeds a
+new node. A node without a store (`--memory`) forgets runtime changes when it stops.
+
+Changes apply at once: a new login finds the new password and tags; a deleted user's open
+connections are closed with 320 CONNECTION_FORCED, as are a deleted vhost's, as RabbitMQ does.
+Passwords arrive already hashed (`password_hash`, made by the CLI or planner), so a password
+never crosses the network and the node spends no scrypt time on its event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from gateway.broker import Broker, Session
+from gateway.management import ManagementError, Operation
+from gateway.names import DEFAULT_VHOST
+from gateway.security.passwd import TAGS
+from gateway.security.passwords import PasswordHash
+from gateway.security.users import User, UsersDB, check_username
+from gateway.wire.errors import connection_forced
+
+LOGGER = logging.getLogger("gateway.accounts")
+
+
+class AccountStore(Protocol):
+    """Where runtime changes are kept (gateway.store.Store)."""
+
+    def put_account(self, name: str, record: str) -> None: ...
+
+    def load_accounts(self) -> dict[str, str]: ...
+
+    def delete_vhost(self, name: str) -> None: ...
+
+
+class Accounts:
+    """The node's users (a UsersDB it changes in place) and vhosts, managed at runtime."""
+
+    def __init__(self, users: UsersDB, broker: Broker, store: AccountStore | None = None) -> None:
+        self.users = users
+        self.broker = broker
+        self.store = store
+        #: Users whose record is the store's (changed at runtime), and those deleted.
+        self._managed: set[str] = set()
+        self._deleted: set[str] = set()
+
+    def operations(self) -> dict[str, Operation]:
+        return {
+            "users.list": self.list_users,
+            "users.add": self.add_user,
+            "users.delete": self.delete_user,
+            "users.passwd": self.change_password,
+            "users.tags": self.set_tags,
+            "vhosts.list": self.list_vhosts,
+            "vhosts.add": self.add_vhost,
+            "vhosts.delete": self.delete_vhost,
+        }
+
+    def restore(self) -> None:
+        """Take back the users changed at runtime before the last stop (once, at start)."""
+        if self.store is None:
+            return
+        for name, text in sorted(self.store.load_accounts().items()):
+            record = json.loads(text)
+            if name in self.users:
+                LOGGER.warning(
+                    "user %r: the users file's entry is ignored; the node's own record, changed at"
+                    " runtime, wins (amq-config user ...)",
+                    name,
+                )
+            self._managed.add(name)
+            if record.get("deleted"):
+                self._deleted.add(name)
+                self.users.remove(name)
+            else:
+                self.users.put(_user(name, record), PasswordHash.parse(record["password"]))
+
+    # -- users ----------------------------------------------------------------------------------
+
+    def list_users(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": user.name,
+                "tags": list(user.tags),
+                "source": "node" if user.name in self._managed else "file",
+            }
+            for user in sorted(self.users.users(), key=lambda user: user.name)
+        ]
+
+    def add_user(self, name: str, password_hash: str, tags: Iterable[str] = ()) -> None:
+        """A new user with no vhosts: it may open none until given permissions (RabbitMQ's
+        add_user)."""
+        _checked_name(name)
+        if name in self.users:
+            raise ManagementError("PRECONDITION_FAILED", f"user '{name}' already exists")
+        user = User(name, frozenset(), _checked_tags(tags))
+        self._keep(user, _parsed(password_hash))
+
+    def delete_user(self, name: str) -> None:
+        """Delete a user; its open connections are closed with 320 CONNECTION_FORCED."""
+        self._existing(name)
+        self.users.remove(name)
+        self._managed.add(name)
+        self._deleted.add(name)
+        self._write(name, {"deleted": True})
+        self._close_sessions(lambda session: _user_name(session) == name, f"user '{name}' was deleted")
+        LOGGER.info("user %r deleted", name)
+
+    def change_password(self, name: str, password_hash: str) -> None:
+        self._keep(self._existing(name), _parsed(password_hash))
+
+    def set_tags(self, name: str, tags: Iterable[str]) -> None:
+        user = self._existing(name)
+        password = self.users.password(name)
+        assert password is not None
+        self._keep(User(user.name, user.vhosts, _checked_tags(tags), user.loopback_only), password)
+
+    def _existing(self, name: str) -> User:
+        user = self.users.get(name)
+        if user is None:
+            raise ManagementError("NOT_FOUND", f"no user '{name}'")
+        return user
+
+    def _keep(self, user: User, password: PasswordHash) -> None:
+        """Put the user in the node's table and store: from now on the store's record wins."""
+        self.users.put(user, password)
+        self._managed.add(user.name)
+        self._deleted.discard(user.name)
+        self._write(user.name, _record(user, password))
+        LOGGER.info("user %r changed (tags: %s)", user.name, ", ".join(user.tags) or "none")
+
+    def _write(self, name: str, record: dict[str, Any]) -> None:
+        if self.store is not None:
+            self.store.put_account(name, json.dumps(record, sort_keys=True))
+
+    # -- vhosts ---------------------------------------------------------------------------------
+
+    def list_vhosts(self) -> list[dict[str, Any]]:
+        return [{"name": name} for name in sorted(self.broker.vhosts)]
+
+    def add_vhost(self, name: str) -> None:
+        if not 0 < len(name.encode()) <= 255:
+            raise ManagementError("SYNTAX_ERROR", "a vhost name is 1-255 bytes")
+        if name in self.broker.vhosts:
+            raise ManagementError("PRECONDITION_FAILED", f"vhost '{name}' already exists")
+        self.broker.add_vhost(name)
+        LOGGER.info("vhost %r added", name)
+
+    def delete_vhost(self, name: str) -> None:
+        """Delete a vhost with its exchanges, queues and their messages, closing the
+        connections that opened it (320). The default vhost stays: links and routes live
+        there."""
+        if name == DEFAULT_VHOST:
+            raise ManagementError(
+                "PRECONDITION_FAILED", f"the default vhost '{DEFAULT_VHOST}' cannot be deleted"
+            )
+        vhost = self.broker.vhosts.get(name)
+        if vhost is None:
+            raise ManagementError("NOT_FOUND", f"no vhost '{name}'")
+        self._close_sessions(lambda session: session.vhost is vhost, f"vhost '{name}' is deleted")
+        for session in [session for session in self.broker.sessions.values() if session.vhost is vhost]:
+            session.disconnect()
+        for queue in list(vhost.queues.values()):
+            vhost.delete_queue(queue)
+        for exchange in [exchange for exchange in vhost.exchanges.values() if exchange.durable]:
+            vhost.delete_exchange(exchange)
+        del self.broker.vhosts[name]
+        if self.store is not None:
+            self.store.delete_vhost(name)
+        LOGGER.info("vhost %r deleted", name)
+
+    def _close_sessions(self, which: Callable[[Session], bool], reason: str) -> None:
+        for session in [session for session in self.broker.sessions.values() if which(session)]:
+            session.outbox.close_connection(connection_forced(reason))
+
+
+def _user_name(session: Session) -> str | None:
+    """The user a session logged in as (the node's internal sessions have a plain string)."""
+    return getattr(session.user, "name", None)
+
+
+def _checked_name(name: str) -> str:
+    try:
+        return check_username(name)
+    except ValueError as err:
+        raise ManagementError("SYNTAX_ERROR", str(err)) from None
+
+
+def _checked_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    checked = tuple(tags)
+    for tag in checked:
+        if tag not in TAGS:
+            raise ManagementError("SYNTAX_ERROR", f"unknown tag '{tag}' (known: {', '.join(TAGS)})")
+    return checked
+
+
+def _parsed(password_hash: str) -> PasswordHash:
+    try:
+        return PasswordHash.parse(password_hash)
+    except ValueError as err:
+        raise ManagementError("SYNTAX_ERROR", f"malformed password hash: {err}") from None
+
+
+def _record(user: User, password: PasswordHash) -> dict[str, Any]:
+    return {
+        "password": password.encode(),
+        "tags": list(user.tags),
+        "loopback_only": user.loopback_only,
+        "vhosts": None if user.vhosts is None else sorted(user.vhosts),
+    }
+
+
+def _user(name: str, record: dict[str, Any]) -> User:
+    vhosts = record["vhosts"]
+    return User(
+        name, None if vhosts is None else frozenset(vhosts), tuple(record["tags"]), record["loopback_only"]
+    )

@@ -1,0 +1,160 @@
+"""Users and vhosts changed while the node runs, with amq-config as an operator would: each
+change applies at once to new logins, a deleted user's or vhost's open connections get 320
+CONNECTION_FORCED, and everything survives a restart, the node's record winning over the users
+file's. A real node process with a data dir, pika for the users."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+from pika.exceptions import ConnectionClosedByBroker, ProbableAccessDeniedError, ProbableAuthenticationError
+
+from gateway.security import set_password
+from tests.nodes import NodeProcess, start_node
+
+BIN = Path(sys.executable).parent
+
+
+class Operator:
+    """A node with a data dir and a users file (admin, bob who may use '/', and grafana, a
+    monitoring user), managed with
+    amq-config as admin; `restart` stops it and starts it again on the same data."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.users = tmp_path / "users.toml"
+        set_password(self.users, "admin", "secret", tags=["administrator"])
+        set_password(self.users, "bob", "bob-pw", vhosts=["/"])
+        set_password(self.users, "grafana", "g", tags=["monitoring"])
+        self.node = self._start()
+
+    def _start(self) -> NodeProcess:
+        return start_node(self.tmp_path, "--users", str(self.users), data_dir=self.tmp_path / "data")
+
+    def restart(self) -> None:
+        assert self.node.stop() == 0
+        self.node = self._start()
+
+    def config(self, *args: str, stdin: str = "", status: int = 0) -> str:
+        result = subprocess.run(
+            [str(BIN / "amq-config"), "-a", f"admin/secret@127.0.0.1:{self.node.port}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert result.returncode == status, f"amq-config {' '.join(args)}: {result.stderr}"
+        return result.stdout if status == 0 else result.stderr
+
+    def connect(self, user: str, password: str, vhost: str = "%2F") -> pika.BlockingConnection:
+        return pika.BlockingConnection(pika.URLParameters(self.node.url(user, password, vhost)))
+
+
+@pytest.fixture
+def operator(tmp_path: Path) -> Iterator[Operator]:
+    node = Operator(tmp_path)
+    yield node
+    node.node.stop()
+
+
+def test_a_user_added_at_runtime_logs_in_at_once_and_after_a_restart(operator: Operator) -> None:
+    assert (
+        operator.config("user", "add", "alice", "--tag", "monitoring", "--password-stdin", stdin="alice-pw\n")
+        == ""
+    )
+    listing = operator.config("users")
+    assert listing.splitlines()[0].split() == ["User", "Tags", "Source"]
+    assert ["alice", "monitoring", "node"] in [line.split() for line in listing.splitlines()]
+    assert ["bob", "file"] in [line.split() for line in listing.splitlines()]
+    # The password is known at once; with no permissions yet, no vhost opens (530, not 403).
+    with pytest.raises(ProbableAccessDeniedError):
+        operator.connect("alice", "alice-pw")
+    with pytest.raises(ProbableAuthenticationError):
+        operator.connect("alice", "wrong")
+    operator.restart()
+    assert ["alice", "monitoring", "node"] in [line.split() for line in operator.config("users").splitlines()]
+    with pytest.raises(ProbableAccessDeniedError):
+        operator.connect("alice", "alice-pw")
+
+
+def test_a_password_changed_at_runtime_replaces_the_files_and_stays_after_a_restart(
+    operator: Operator,
+) -> None:
+    operator.connect("bob", "bob-pw").close()
+    operator.config("user", "passwd", "bob", "--password-stdin", stdin="new-pw\n")
+    with pytest.raises(ProbableAuthenticationError):
+        operator.connect("bob", "bob-pw")
+    operator.connect("bob", "new-pw").close()
+    operator.restart()
+    with pytest.raises(ProbableAuthenticationError):
+        operator.connect("bob", "bob-pw")
+    operator.connect("bob", "new-pw").close()
+    assert "user 'bob': the users file's entry is ignored" in operator.node.log()
+
+
+def test_deleting_a_user_closes_its_connections_and_it_stays_deleted(operator: Operator) -> None:
+    connection = operator.connect("bob", "bob-pw")
+    channel = connection.channel()
+    operator.config("user", "del", "bob")
+    with pytest.raises(ConnectionClosedByBroker) as closed:
+        while True:
+            channel.queue_declare("", exclusive=True)
+            connection.process_data_events(0.05)
+    assert closed.value.reply_code == 320
+    assert closed.value.reply_text == "CONNECTION_FORCED - user 'bob' was deleted"
+    with pytest.raises(ProbableAuthenticationError):
+        operator.connect("bob", "bob-pw")
+    operator.restart()  # the users file still names bob: the node's record (deleted) wins
+    with pytest.raises(ProbableAuthenticationError):
+        operator.connect("bob", "bob-pw")
+    assert "bob" not in operator.config("users")
+
+
+def test_a_vhost_added_and_deleted_at_runtime(operator: Operator) -> None:
+    operator.config("vhost", "add", "prod")
+    assert operator.config("vhosts").split() == ["Vhost", "=" * 5, "/", "prod"]
+    connection = operator.connect("admin", "secret", "prod")
+    channel = connection.channel()
+    channel.queue_declare("orders", durable=True)
+    channel.basic_publish("", "orders", b"kept", pika.BasicProperties(delivery_mode=2))
+    operator.restart()
+    assert "prod" in operator.config("vhosts").split()
+    connection = operator.connect("admin", "secret", "prod")
+    channel = connection.channel()
+    assert channel.queue_declare("orders", passive=True).method.message_count == 1
+    operator.config("vhost", "del", "prod")
+    with pytest.raises(ConnectionClosedByBroker) as closed:
+        while True:
+            connection.process_data_events(0.05)
+    assert closed.value.reply_text == "CONNECTION_FORCED - vhost 'prod' is deleted"
+    operator.restart()
+    assert operator.config("vhosts").split() == ["Vhost", "=" * 5, "/"]
+    with pytest.raises(ProbableAccessDeniedError):
+        operator.connect("admin", "secret", "prod")
+    error = operator.config("vhost", "del", "/", status=1)
+    assert error == "Failed: PRECONDITION_FAILED - the default vhost '/' cannot be deleted\n"
+
+
+def test_only_administrators_see_or_manage_users(operator: Operator) -> None:
+    result = subprocess.run(
+        [str(BIN / "amq-config"), "-a", f"grafana/g@127.0.0.1:{operator.node.port}", "users"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Failed: access - user 'grafana' may only read this node's state (monitoring), not call 'users.list'\n"
+    )
+    error = operator.config("user", "add", "bob", "--password-stdin", stdin="x\n", status=1)
+    assert error == "Failed: PRECONDITION_FAILED - user 'bob' already exists\n"
+    error = operator.config("user", "add", "carol", "--password-stdin", status=1)
+    assert error == "Failed: usage - no password on standard input\n"
+    assert "carol" not in operator.config("users")
