@@ -23,8 +23,7 @@ from typing import Any, Protocol
 
 from gateway.broker import Broker, Session
 from gateway.management import ManagementError, Operation
-from gateway.names import DEFAULT_VHOST
-from gateway.security.passwd import TAGS
+from gateway.names import DEFAULT_VHOST, TAGS
 from gateway.security.passwords import PasswordHash
 from gateway.security.users import User, UsersDB, check_username
 from gateway.wire.errors import connection_forced

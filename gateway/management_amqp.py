@@ -26,7 +26,7 @@ from gateway.broker import Session
 from gateway.broker.names import describe
 from gateway.jsonbody import load_json
 from gateway.management import Management, ManagementError
-from gateway.security.users import ADMINISTRATOR_TAG, MONITORING_TAG
+from gateway.names import ADMINISTRATOR_TAG, MONITORING_TAG
 from gateway.wire.content import Content
 from gateway.wire.errors import precondition_failed
 

@@ -1,6 +1,6 @@
 """Names every part of amq-gateway agrees on: the default vhost and port, the transports a link
-may use, the exchange types, the exchanges every vhost has, those a node handles itself, and the
-prefix reserved for them.
+may use, the exchange types, the exchanges every vhost has, those a node handles itself, the
+prefix reserved for them, and the user tags.
 
 Written once here; the broker, management, federation, the planner and the CLIs import them.
 The exchange types are the one exception to "written here": gateway.routing owns them (a type
@@ -50,3 +50,11 @@ STANDARD_EXCHANGES: tuple[tuple[str, str], ...] = (
 )
 
 RESERVED_PREFIX = "amq."
+
+#: User tags with a meaning (as RabbitMQ's): administrators may manage the node, monitoring
+#: users read its state; a federation login may advertise dynamic routes' interest, as the node
+#: of its own name only (gateway.security.users.User.speaks_for).
+ADMINISTRATOR_TAG = "administrator"
+MONITORING_TAG = "monitoring"
+FEDERATION_TAG = "federation"
+TAGS: tuple[str, ...] = (ADMINISTRATOR_TAG, MONITORING_TAG, FEDERATION_TAG)

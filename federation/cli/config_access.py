@@ -31,8 +31,8 @@ from federation.account_requests import (
 )
 from federation.management_client import ManagementFailed
 from federation.requests import Request
-from gateway.names import DEFAULT_VHOST
-from gateway.security.passwd import TAGS, new_password
+from gateway.names import DEFAULT_VHOST, TAGS
+from gateway.security.passwd import new_password
 
 if TYPE_CHECKING:
     from federation.cli.config_cli import Context

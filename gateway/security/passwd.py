@@ -18,21 +18,11 @@ from pathlib import Path
 
 import tomlkit
 
+from gateway.names import TAGS
 from gateway.security.passwords import PasswordHash
-from gateway.security.users import (
-    ADMINISTRATOR_TAG,
-    FEDERATION_TAG,
-    MONITORING_TAG,
-    UsersDB,
-    check_username,
-    string_list,
-)
+from gateway.security.users import UsersDB, check_username, string_list
 from gateway.tomlfile import ConfigError, Invalid
 
-#: The tags the node gives a meaning to: management requests for administrators,
-#: management's reads (node.info, *.list) for monitoring users, as RabbitMQ's tags, and
-#: dynamic routes' adverts for federation logins.
-TAGS = (ADMINISTRATOR_TAG, MONITORING_TAG, FEDERATION_TAG)
 HEADER = "amq-gateway users file: see docs/configuration.md; `amq-gateway passwd` keeps comments."
 
 

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
+from gateway.names import ADMINISTRATOR_TAG, FEDERATION_TAG
 from gateway.security.passwords import PasswordHash, VerifiedCache
 from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
 
@@ -33,12 +34,6 @@ _T = TypeVar("_T")
 GUEST = "guest"
 #: The login federation peerings use by default (OpenAMQ's), built in like guest.
 PEERING = "peering"
-#: Tags with a meaning (as RabbitMQ's): administrators may manage the node, monitoring users
-#: read its state; a federation login may advertise dynamic routes' interest, as the node of
-#: its own name only (see User.speaks_for).
-ADMINISTRATOR_TAG = "administrator"
-MONITORING_TAG = "monitoring"
-FEDERATION_TAG = "federation"
 #: Users that may connect from loopback only unless the file says otherwise.
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
 _KEYS = ("password", "vhosts", "tags", "loopback_only")
