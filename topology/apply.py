@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from federation.management_client import Client, ClientFactory, ManagementClient, ManagementFailed
-from topology.changes import Plan, ordered_requests, request_kind
+from topology.changes import Plan, deletes, done, ordered_requests, request_kind
 
 Say = Callable[[str], None]
 
@@ -57,15 +57,15 @@ async def apply_plan(plan: Plan, say: Say, connect: ClientFactory = ManagementCl
 
         for index, (method, arguments) in ordered_requests(plan.changes):
             change = plan.changes[index]
-            deleting = method.endswith(".delete")
+            deleting = deletes(method)
             what = f"{request_kind(method)} {change.name}"
             try:
                 await (await client(change.node)).call(method, arguments)
             except ManagementFailed as failure:
-                doing = "deleting" if deleting else "creating"
+                doing = "deleting" if deleting else "creating" if method.endswith(".add") else "changing"
                 return ApplyResult(False, f"{change.node}: {doing} {what}: Failed: {failure}", applied)
             again = " (to create it again)" if deleting and change.action == "change" else ""
-            say(f"{change.node}: {'deleted' if deleting else 'created'} {what}{again}")
+            say(f"{change.node}: {done(method)} {what}{again}")
             remaining[index] -= 1
             if remaining[index] == 0:
                 applied += 1

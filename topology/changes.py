@@ -10,12 +10,29 @@ from typing import Literal
 from federation.requests import Request
 from topology.model import Topology
 
-Action = Literal["create", "change", "delete"]
+#: update: changed in place (a user's tags, a permission's patterns); change: deleted and created.
+Action = Literal["create", "update", "change", "delete"]
 
-#: Dependency order: creates run in this order, deletes in the reverse one.
-KINDS = ("exchange", "queue", "binding", "link", "route", "federation")
+#: Dependency order: creates run in this order, deletes in the reverse one. Who may do what
+#: comes first: a permission needs its vhost and user.
+KINDS = (
+    "vhost",
+    "user",
+    "permission",
+    "topic permission",
+    "exchange",
+    "queue",
+    "binding",
+    "link",
+    "route",
+    "federation",
+)
 #: The management methods' object names (`exchanges.add` is about an exchange).
 METHOD_KINDS = {
+    "vhosts": "vhost",
+    "users": "user",
+    "permissions": "permission",
+    "topic_permissions": "topic permission",
     "exchanges": "exchange",
     "queues": "queue",
     "bindings": "binding",
@@ -23,7 +40,9 @@ METHOD_KINDS = {
     "routes": "route",
     "federations": "federation",
 }
-SIGNS = {"create": "+", "change": "~", "delete": "-"}
+SIGNS = {"create": "+", "update": "~", "change": "~", "delete": "-"}
+#: What each kind of request did, for apply's lines, by the method's verb.
+DONE = {"add": "created", "delete": "deleted", "clear": "deleted", "set": "set", "tags": "set the tags of"}
 #: Why a changed object is not changed in place.
 REPLACED = "delete and create: it cannot be changed in place"
 
@@ -45,6 +64,11 @@ class Change:
         sign = SIGNS[self.action]
         if self.action == "change":
             return [f"  {sign} {self.kind} {self.name} ({REPLACED})", *(f"      {d}" for d in self.detail)]
+        if self.action == "update":
+            return [
+                f"  {sign} {self.kind} {self.name} (changed in place)",
+                *(f"      {d}" for d in self.detail),
+            ]
         attributes = f" ({', '.join(self.detail)})" if self.detail else ""
         return [f"  {sign} {self.kind} {self.name}{attributes}"]
 
@@ -103,7 +127,9 @@ class Plan:
         return [drift for drift in self.drift if drift.severity == "warning"]
 
     def count(self, action: Action) -> int:
-        return sum(change.action == action for change in self.changes)
+        """How many changes of this action; "change" counts those made in place too."""
+        actions = ("change", "update") if action == "change" else (action,)
+        return sum(change.action in actions for change in self.changes)
 
     def summary(self) -> str:
         """The last line: the counts, or that nothing differs."""
@@ -153,6 +179,16 @@ def request_kind(method: str) -> str:
     return METHOD_KINDS[method.partition(".")[0]]
 
 
+def deletes(method: str) -> bool:
+    """Whether a management method removes something (its phase in ordered_requests)."""
+    return method.endswith((".delete", ".clear"))
+
+
+def done(method: str) -> str:
+    """What a request did, as apply says it: created, deleted, set..."""
+    return DONE[method.rpartition(".")[2]]
+
+
 def ordered_requests(changes: list[Change]) -> list[tuple[int, Request]]:
     """Every request of the plan in the order apply sends them, each with its change's index:
     first every delete, federations first and exchanges last, then every create, exchanges
@@ -161,7 +197,7 @@ def ordered_requests(changes: list[Change]) -> list[tuple[int, Request]]:
     def phase(item: tuple[int, Request]) -> tuple[int, int]:
         method = item[1][0]
         order = KINDS.index(request_kind(method))
-        return (0, -order) if method.endswith(".delete") else (1, order)
+        return (0, -order) if deletes(method) else (1, order)
 
     numbered = [(index, request) for index, change in enumerate(changes) for request in change.requests]
     return sorted(numbered, key=phase)

@@ -3,7 +3,8 @@
 `read_live` reads every node of the file at once (one Trio task each), with the node's own
 credentials, through the same management requests amq-config and amq-route send to list
 things (`exchanges.list`, `queues.list`, `bindings.list`, `links.list`, `routes.list`,
-`federations.list`), and its name (`node.info`). A node that cannot be read (down, refusing the login, not answering in
+`federations.list`), its name (`node.info`), and, where the file manages who may do what on
+the node, `users.list`, `vhosts.list`, `permissions.list` and `topic_permissions.list`. A node that cannot be read (down, refusing the login, not answering in
 time) is recorded with the reason, `ConnectFailed - Connection refused`, and never raises:
 a plan must say which nodes it could not see, and `amq-gateway up` polls until all answer.
 """
@@ -24,6 +25,17 @@ OPERATIONAL = "Operational"
 
 
 @dataclass(frozen=True)
+class LiveAccess:
+    """A node's users, vhosts and permissions, as its management lists them: read only for
+    nodes whose users the file manages (topology.model.Access.manages)."""
+
+    users: list[Record] = field(default_factory=list)
+    vhosts: list[Record] = field(default_factory=list)
+    permissions: list[Record] = field(default_factory=list)
+    topic_permissions: list[Record] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class LiveNode:
     """One node's records, exactly as its `*.list` management operations return them."""
 
@@ -35,6 +47,7 @@ class LiveNode:
     federations: list[Record] = field(default_factory=list)
     #: The name the node reports (node.info).
     name: str | None = None
+    access: LiveAccess | None = None
 
     @property
     def view(self) -> NodeView:
@@ -66,10 +79,19 @@ class LiveState:
 
 
 async def read_node(
-    node: Node, timeout: float, connect: ClientFactory = ManagementClient.connect
+    node: Node, timeout: float, connect: ClientFactory = ManagementClient.connect, access: bool = False
 ) -> LiveNode:
-    """Every record the planner compares, from one node; ManagementFailed if it cannot be read."""
+    """Every record the planner compares, from one node (with its users, vhosts and
+    permissions when `access`); ManagementFailed if it cannot be read."""
     async with connect(node.address, timeout) as client:
+        accounts = None
+        if access:
+            accounts = LiveAccess(
+                users=await client.call("users.list"),
+                vhosts=await client.call("vhosts.list"),
+                permissions=await client.call("permissions.list"),
+                topic_permissions=await client.call("topic_permissions.list"),
+            )
         return LiveNode(
             exchanges=await client.call("exchanges.list"),
             queues=await client.call("queues.list"),
@@ -78,6 +100,7 @@ async def read_node(
             routes=await client.call("routes.list"),
             federations=await client.call("federations.list"),
             name=(await client.call("node.info")).get("name"),
+            access=accounts,
         )
 
 
@@ -90,7 +113,7 @@ async def read_live(
 
     async def read(node: Node) -> None:
         try:
-            found[node.name] = await read_node(node, timeout, connect)
+            found[node.name] = await read_node(node, timeout, connect, topology.access.manages(node.name))
         except ManagementFailed as failure:
             found[node.name] = str(failure)
         except OSError as error:

@@ -10,6 +10,7 @@ or queues, and duplicates, are the planner's findings (topology.checks).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,16 +20,22 @@ from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, 
 from topology import schema
 from topology.model import (
     GUEST,
+    VHOST,
+    Access,
     Binding,
     Credentials,
     Exchange,
     Federation,
     Link,
     Node,
+    Permission,
     Publisher,
     Queue,
     Route,
+    TopicPermission,
     Topology,
+    User,
+    Vhost,
 )
 from topology.schema import Section
 
@@ -184,12 +191,30 @@ class _Reader(schema.SectionReader):
         found = []
         for index, table in enumerate(value):
             path: KeyPath = (name, index)
+            if section is schema.USER:
+                table = self.password_source(path, table)
             values = self.fields(path, table, section, inherited)
             if values is not None:
                 if section is schema.ROUTE:
                     self.route_kind(path, table, values)
                 found.append((path, values))
         return found
+
+    def password_source(self, path: KeyPath, table: object) -> object:
+        """A [[users]] entry says where its password is, in one way, never the password: the
+        entry without a `password` key, which gets this error rather than an unknown key's."""
+        if not isinstance(table, dict):
+            return table
+        if "password" in table:
+            self.problem(
+                (*path, "password"),
+                "passwords are never written in a topology file: name an environment variable"
+                " (password_env) or a file (password_file) holding it",
+            )
+            table = {key: value for key, value in table.items() if key != "password"}
+        if sum(key in table for key in schema.PASSWORD_SOURCES) != 1:
+            self.problem(path, "exactly one of password_env and password_file (where the user's password is)")
+        return table
 
     def route_kind(self, path: KeyPath, table: dict[str, Any], values: dict[str, Any]) -> None:
         """The keys that depend on a route's kind."""
@@ -298,8 +323,74 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
         for where, values in entries["publishers"]
     )
     return Topology(
-        partial.name, path, nodes, exchanges, queues, bindings, links, routes, federations, publishers
+        partial.name,
+        path,
+        nodes,
+        exchanges,
+        queues,
+        bindings,
+        links,
+        routes,
+        federations,
+        publishers,
+        _access(doc, folder, entries, on),
     )
+
+
+def _access(
+    doc: TomlFile,
+    folder: Path,
+    entries: dict[str, list[tuple[KeyPath, dict[str, Any]]]],
+    on: Callable[[dict[str, Any]], tuple[str, ...]],
+) -> Access:
+    """The file's [[vhosts]], [[users]], [[permissions]] and [[topic_permissions]], one entry
+    per node they name (every node without `nodes`)."""
+    vhosts = tuple(
+        Vhost(node, values["name"], doc.where(where))
+        for where, values in entries["vhosts"]
+        for node in on(values)
+    )
+    users = tuple(
+        User(
+            node,
+            values["name"],
+            tuple(values.get("tags", ())),
+            password_env=values.get("password_env"),
+            password_file=str(folder / Path(values["password_file"]).expanduser())
+            if "password_file" in values
+            else None,
+            where=doc.where(where),
+        )
+        for where, values in entries["users"]
+        for node in on(values)
+    )
+    permissions = tuple(
+        Permission(
+            node,
+            values["user"],
+            values.get("vhost", VHOST),
+            values["configure"],
+            values["write"],
+            values["read"],
+            doc.where(where),
+        )
+        for where, values in entries["permissions"]
+        for node in on(values)
+    )
+    topic_permissions = tuple(
+        TopicPermission(
+            node,
+            values["user"],
+            values.get("vhost", VHOST),
+            values["exchange"],
+            values["write"],
+            values["read"],
+            doc.where(where),
+        )
+        for where, values in entries["topic_permissions"]
+        for node in on(values)
+    )
+    return Access(vhosts, users, permissions, topic_permissions)
 
 
 def _binding_nodes(

@@ -177,6 +177,73 @@ class Publisher:
 
 
 @dataclass(frozen=True)
+class Vhost:
+    """A vhost on one node (beside "/", which every node has)."""
+
+    node: str
+    name: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class User:
+    """A user on one node. Its password is never in the file: `password_env` names an
+    environment variable, or `password_file` a file, read when the plan needs it (to create
+    the user), so checks and maps need no secret."""
+
+    node: str
+    name: str
+    tags: tuple[str, ...] = ()
+    password_env: str | None = None
+    password_file: str | None = None
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Permission:
+    """RabbitMQ's three patterns for one user in one vhost of one node."""
+
+    node: str
+    user: str
+    vhost: str
+    configure: str
+    write: str
+    read: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class TopicPermission:
+    """Routing-key patterns for one user on one topic exchange of a vhost of one node."""
+
+    node: str
+    user: str
+    vhost: str
+    exchange: str
+    write: str
+    read: str
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may do what, as the file declares it: the planner manages a node's users, vhosts and
+    permissions only when the file declares some for that node."""
+
+    vhosts: tuple[Vhost, ...] = ()
+    users: tuple[User, ...] = ()
+    permissions: tuple[Permission, ...] = ()
+    topic_permissions: tuple[TopicPermission, ...] = ()
+
+    def manages(self, node: str) -> bool:
+        return any(
+            entry.node == node
+            for entries in (self.vhosts, self.users, self.permissions, self.topic_permissions)
+            for entry in entries
+        )
+
+
+@dataclass(frozen=True)
 class Topology:
     name: str
     path: str
@@ -188,6 +255,7 @@ class Topology:
     routes: tuple[Route, ...] = ()
     federations: tuple[Federation, ...] = ()
     publishers: tuple[Publisher, ...] = ()
+    access: Access = Access()
 
     def exchange(self, node: str, name: str) -> Exchange | None:
         """The exchange `name` on `node`: declared, or built in (where "" is the file's)."""

@@ -17,6 +17,8 @@ What is compared, per node, and how an object is named on it:
 | route | far end node, kind, exchange, key or queue (on the holder) | push, durable, ack, credit, tag, excludes |
 | federation | exchange, vhost "/" (on the child) | parent node, type |
 
+Vhosts, users and permissions, where the file declares some for a node: topology.plan_access.
+
 A node is known by the name it reports, whatever address it was reached at (topology.far_ends):
 a link made to `127.0.0.1:5702` is the file's link to the node at `localhost:5702` when both
 report one name, and a route or a federation on it is planned at the address the node holds,
@@ -63,6 +65,7 @@ from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.far_ends import FarEnd, FarEnds
 from topology.live import LiveNode, LiveState, read_live
 from topology.model import GUEST, VHOST, Binding, Exchange, Node, Queue, Topology
+from topology.plan_access import diff_access
 from topology.plan_requests import (
     binding_request,
     exchange_add,
@@ -195,6 +198,8 @@ class _NodeDiff:
             self.linked.setdefault(name, (far, record))
 
     def run(self) -> None:
+        if self.live.access is not None:
+            diff_access(self.topology.access, self.node, self.live.access, self.prune, self)
         self.exchanges()
         self.queues()
         self.bindings()

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.names import EXCHANGE_TYPES, TRANSPORTS
+from gateway.names import EXCHANGE_TYPES, TAGS, TRANSPORTS
 from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import Check, Invalid, KeyPath, TomlFile, boolean, describe, integer, one_of, text
 from topology.model import ROUTE_KINDS
@@ -262,6 +262,68 @@ PUBLISHER = Section(
     required={"node": "the node published to", "exchange": "the exchange published to"},
 )
 
+VHOST = Section(
+    {"name": text("a vhost name (a non-empty string)"), "nodes": _nodes},
+    required={"name": "the vhost's name"},
+)
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(tag, str) and tag in TAGS for tag in value):
+        raise Invalid("an array of tags: " + ", ".join(TAGS), value)
+    return tuple(value)
+
+
+USER = Section(
+    {
+        "name": text("a user name (a non-empty string)"),
+        "tags": _tags,
+        "password_env": text("the name of an environment variable holding the password"),
+        "password_file": text("the path of a file holding the password"),
+        "nodes": _nodes,
+    },
+    required={"name": "the user's name"},
+)
+#: A [[users]] entry names where its password is, never the password itself.
+PASSWORD_SOURCES = ("password_env", "password_file")
+
+_vhost_ref = text("a vhost name (a non-empty string)")
+_pattern = _string("a regular expression (a string; '' allows nothing)")
+
+PERMISSION = Section(
+    {
+        "user": text("a user name (a non-empty string)"),
+        "vhost": _vhost_ref,
+        "configure": _pattern,
+        "write": _pattern,
+        "read": _pattern,
+        "nodes": _nodes,
+    },
+    required={
+        "user": "the user",
+        "configure": "the configure pattern",
+        "write": "the write pattern",
+        "read": "the read pattern",
+    },
+)
+
+TOPIC_PERMISSION = Section(
+    {
+        "user": text("a user name (a non-empty string)"),
+        "vhost": _vhost_ref,
+        "exchange": text("a topic exchange name (a non-empty string)"),
+        "write": _pattern,
+        "read": _pattern,
+        "nodes": _nodes,
+    },
+    required={
+        "user": "the user",
+        "exchange": "the topic exchange",
+        "write": "the routing keys the user may publish",
+        "read": "the routing keys the user may bind",
+    },
+)
+
 #: `[defaults.<name>]` tables, by the section whose entries inherit them.
 DEFAULTABLE: dict[str, Section] = {
     "node": NODE,
@@ -281,6 +343,10 @@ ARRAYS: dict[str, tuple[Section, str | None]] = {
     "routes": (ROUTE, "route"),
     "federations": (FEDERATION, "federation"),
     "publishers": (PUBLISHER, None),
+    "vhosts": (VHOST, None),
+    "users": (USER, None),
+    "permissions": (PERMISSION, None),
+    "topic_permissions": (TOPIC_PERMISSION, None),
 }
 
 #: Every top-level key, in the order the docs present them.

@@ -358,7 +358,7 @@ def test_unknown_keys_list_the_known_ones() -> None:
     ]
     assert errors("[topolgy]\n[defaults.nodes]\n[defaults.route]\nkey = 'x'\n") == [
         "t.toml:1: topolgy: unknown key (known: topology, credentials, defaults, nodes, exchanges, queues, "
-        "bindings, links, routes, federations, publishers)",
+        "bindings, links, routes, federations, publishers, vhosts, users, permissions, topic_permissions)",
         "t.toml:2: defaults.nodes: unknown key (known: node, exchange, queue, link, route, federation)",
         "t.toml:4: defaults.route.key: unknown key (known: mode, durable, ack, credit)",
     ]
