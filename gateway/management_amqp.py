@@ -104,7 +104,8 @@ def visible_only(method: str, result: Any, sees: Callable[[str, str], bool]) -> 
         return [
             record
             for record in result
-            if sees("exchange", record["exchange"]) and sees(record["destination_kind"], record["destination"])
+            if sees("exchange", record["exchange"])
+            and sees(record["destination_kind"], record["destination"])
         ]
     return result
 
