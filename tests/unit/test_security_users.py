@@ -414,7 +414,9 @@ def test_tags_are_set_replaced_and_removed(tmp_path: Path) -> None:
     assert UsersDB.load(path).get("alice").tags == ("monitoring",)  # type: ignore[union-attr]
     set_password(path, "alice", "pw", tags=[])
     assert "tags" not in path.read_text()
-    with pytest.raises(ValueError, match="unknown tag 'root' \\(known: administrator, monitoring, federation\\)"):
+    with pytest.raises(
+        ValueError, match="unknown tag 'root' \\(known: administrator, monitoring, federation\\)"
+    ):
         set_password(path, "alice", "pw", tags=["root"])
 
 
@@ -486,3 +488,30 @@ PERMS = '[users.alice.permissions."/"]\n'
 def test_permission_errors_name_the_line_and_key(tmp_path: Path, text: str, error: str) -> None:
     path = write(tmp_path, text)
     assert load_error(path).startswith(f"{path}:{error}")
+
+
+def test_the_documented_users_file_loads_as_documented(tmp_path: Path) -> None:
+    """docs/configuration.md's example, with real hashes: bob's patterns and topic permission."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    example = doc[doc.index("### The users file") :].split("```toml\n", 1)[1].split("```", 1)[0]
+    example = example.replace("scrypt$n=16384,r=8,p=1$<salt>$<hash>", ALICE_HASH).replace(
+        "scrypt$...", ALICE_HASH
+    )
+    bob = UsersDB.load(write(tmp_path, example)).get("bob smith")
+    assert bob is not None
+    assert bob.permissions.vhosts == (
+        ("staging", Permission.of(r"^bob\.", r"^(bob\.|amq\.topic$)", r"^bob\.")),
+    )
+    assert bob.permissions.topics == (("staging", TopicPermission("amq.topic", r"^{username}\.", ".*")),)
+
+
+def test_passwd_keeps_the_permission_tables(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f'[users.alice]\npassword = "{ALICE_HASH}"\n\n'
+        "[users.alice.permissions.\"/\"]  # alice's own\nconfigure = '^a'\nwrite = ''\nread = '.*'\n",
+    )
+    set_password(path, "alice", "new-pw", tags=["monitoring"])
+    assert '[users.alice.permissions."/"]  # alice\'s own' in path.read_text()
+    alice = UsersDB.load(path).get("alice")
+    assert alice is not None and alice.permissions.vhosts == (("/", Permission.of("^a", "", ".*")),)
