@@ -16,6 +16,7 @@ never crosses the network and the node spends no scrypt time on its event loop.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -121,7 +122,7 @@ class Accounts:
         user = self._existing(name)
         password = self.users.password(name)
         assert password is not None
-        self._keep(User(user.name, user.vhosts, _checked_tags(tags), user.loopback_only), password)
+        self._keep(dataclasses.replace(user, tags=_checked_tags(tags)), password)
 
     def _existing(self, name: str) -> User:
         user = self.users.get(name)

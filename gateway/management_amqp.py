@@ -12,12 +12,18 @@ Requests and replies are private: the exchange is one the node handles itself (n
 a queue to it, so nobody reads another user's `links.add` and its password), and `reply_to`
 must name an exclusive queue of the requesting connection, so a reply never lands in a queue
 someone else reads.
+
+Monitoring users see, in the `*.list` answers, only what their permissions let them read or
+configure (issue 26): the queues and exchanges their read or configure pattern matches in the
+vhost listed, and the bindings whose two ends they see; nothing in a vhost they have no
+permission in. Administrators see everything.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pamqp import commands
@@ -26,7 +32,7 @@ from gateway.broker import Session
 from gateway.broker.names import describe
 from gateway.jsonbody import load_json
 from gateway.management import Management, ManagementError
-from gateway.names import ADMINISTRATOR_TAG, MONITORING_TAG
+from gateway.names import ADMINISTRATOR_TAG, DEFAULT_VHOST, MONITORING_TAG
 from gateway.wire.content import Content
 from gateway.wire.errors import precondition_failed
 
@@ -37,8 +43,11 @@ _PUBLISH = commands.Basic.Publish()
 #: monitoring users do not see users or permissions either).
 ADMINISTRATOR_READS = frozenset({"users.list", "permissions.list", "topic_permissions.list"})
 
+#: (user, vhost) -> whether that user may see a (kind, name) there (Authority.visible).
+Visibility = Callable[[str, str], Callable[[str, str], bool]]
 
-def handle_request(management: Management, session: Session, request: Content) -> None:
+
+def handle_request(management: Management, visible: Visibility, session: Session, request: Content) -> None:
     """The broker's handler for MANAGEMENT_EXCHANGE: answer a request into the requester's own
     exclusive reply queue; 406 on the publishing channel if it names none."""
     vhost = session.vhost
@@ -51,15 +60,18 @@ def handle_request(management: Management, session: Session, request: Content) -
             f" connection; it names {named}",
             _PUBLISH,
         )
-    vhost.publish(vhost.exchanges[""], reply_to, answer(management, session.user, request), 0)
+    vhost.publish(vhost.exchanges[""], reply_to, answer(management, visible, session.user, request), 0)
 
 
-def answer(management: Management, user: Any, request: Content) -> Content:
+def answer(management: Management, visible: Visibility, user: Any, request: Content) -> Content:
     """The reply message for one request message (never raises for a bad request)."""
     try:
         method, arguments = parse_request(request.body)
         check_access(user, method)
-        reply: dict[str, Any] = {"ok": True, "result": management.call(method, arguments)}
+        result = management.call(method, arguments)
+        if ADMINISTRATOR_TAG not in user.tags:
+            result = visible_only(method, result, visible(user.name, arguments.get("vhost", DEFAULT_VHOST)))
+        reply: dict[str, Any] = {"ok": True, "result": result}
         LOGGER.info("management: %s by %s", method, user.name)
     except ManagementError as error:
         reply = {"ok": False, "error": {"kind": error.kind, "message": error.message}}
@@ -82,6 +94,22 @@ def check_access(user: Any, method: str) -> None:
             "access", f"user '{user.name}' may only read this node's state (monitoring), not call '{method}'"
         )
     raise ManagementError("access", f"user '{user.name}' may not manage this node (not an administrator)")
+
+
+def visible_only(method: str, result: Any, sees: Callable[[str, str], bool]) -> Any:
+    """A listing's records that a non-administrator may see (other answers as they are)."""
+    if method == "queues.list":
+        return [record for record in result if sees("queue", record["name"])]
+    if method == "exchanges.list":
+        return [record for record in result if sees("exchange", record["name"])]
+    if method == "bindings.list":
+        return [
+            record
+            for record in result
+            if sees("exchange", record["exchange"])
+            and sees(record["destination_kind"], record["destination"])
+        ]
+    return result
 
 
 def parse_request(body: bytes) -> tuple[str, dict[str, Any]]:

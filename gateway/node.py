@@ -36,7 +36,8 @@ from gateway.management_amqp import handle_request
 from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.ready import READY
-from gateway.security import Logins, UsersDB
+from gateway.security import Authority, Logins, UsersDB
+from gateway.security.access import AclCheck
 from gateway.server import (
     ConnectionHandler,
     Limits,
@@ -93,6 +94,8 @@ class Node:
         self.clock = clock
         self.users = users
         self.logins = Logins(users)
+        #: The permissions (and ACL) every session's operations are checked against.
+        self.authority = Authority.from_users(users.users())
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
@@ -131,7 +134,7 @@ class Node:
         self.management.operations.update(self.federation.operations())
         self.broker.exchange_handlers.update(
             {
-                MANAGEMENT_EXCHANGE: partial(handle_request, self.management),
+                MANAGEMENT_EXCHANGE: partial(handle_request, self.management, self.authority.visible),
                 CONTROL_EXCHANGE: self._receive_adverts,
             }
         )
@@ -145,6 +148,16 @@ class Node:
         #: Set when the last connection has ended, while shutdown() waits for that.
         self._handlers_gone: trio.Event | None = None
         self._handler_nursery: trio.Nursery | None = None
+
+    @property
+    def acl(self) -> AclCheck | None:
+        """The ACL file's rules (None: no ACL file); assigning new rules (a reload) applies
+        them to every open connection's next operation."""
+        return self.authority.acl
+
+    @acl.setter
+    def acl(self, rules: AclCheck | None) -> None:
+        self.authority.acl = rules
 
     def _resources(self) -> dict[str, Any]:
         """The memory and disk readings and alarms, and the spill file's bodies, for

@@ -38,7 +38,7 @@ from pamqp import commands
 from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
-from gateway.security import AuthenticationFailed, Logins
+from gateway.security import AuthenticationFailed, Authority, Logins
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection, server_properties
 from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
@@ -82,6 +82,7 @@ class ConnectionHost(Protocol):
     limits: Limits
     broker: Broker
     logins: Logins
+    authority: Authority
 
     def want_commit(self) -> None:
         """Called after each batch of input: the store may have writes to commit."""
@@ -428,13 +429,16 @@ class ConnectionHandler:
         self.wire.accept_secret()
 
     def _on_open(self, event: events.VhostRequested) -> None:
-        if not self.user.may_access(event.vhost):
+        authority = self.node.authority
+        if not authority.may_open(self.user.name, event.vhost):
             raise not_allowed(
                 f"access to vhost '{event.vhost}' refused for user '{self.user.name}'",
                 commands.Connection.Open,
             )
         self.client_capabilities = self.wire.client_capabilities
-        self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
+        properties = self.wire.client_properties
+        access = authority.session(self.user.name, event.vhost, properties)
+        self.session = self.node.broker.connect(self, self.user, event.vhost, properties, access)
         self.wire.accept_open()
         self._opened = True
         negotiated = self.wire.negotiated

@@ -137,7 +137,8 @@ def test_the_simulator_never_loads_trio_sqlite_or_the_broker() -> None:
 
 
 def test_the_broker_model_does_no_io_and_knows_no_store_or_federation() -> None:
-    forbidden = ("trio", "sqlite3", "gateway.store", "federation", "topology")
+    """Nor security: it asks its access port (gateway.broker.access), which the node wires."""
+    forbidden = ("trio", "sqlite3", "gateway.store", "gateway.security", "federation", "topology")
     assert _offenders(_in("gateway.broker"), forbidden) == {}
 
 

@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gateway.broker.access import UNRESTRICTED, Access
 from gateway.broker.confirms import VERDICT_TIMEOUT
 from gateway.broker.hold import Hold
 from gateway.broker.message import Message, expiration_deadline
@@ -107,16 +108,24 @@ class Broker:
                 self.store.put_vhost(name)
         return vhost
 
-    def connect(self, outbox: Outbox, user: Any, vhost: str, client_properties: dict[str, Any]) -> Session:
+    def connect(
+        self,
+        outbox: Outbox,
+        user: Any,
+        vhost: str,
+        client_properties: dict[str, Any],
+        access: Access = UNRESTRICTED,
+    ) -> Session:
         """A new session for an opened connection (530 if the vhost does not exist).
 
         `user` is whatever the server authenticated (a name or a user record); the model only
-        keeps it for management and logs.
+        keeps it for management and logs. `access` answers what the session may do: the
+        node's own sessions (management, routes) may do anything.
         """
         host = self.vhosts.get(vhost)
         if host is None:
             raise not_allowed(f"vhost '{vhost}' not found")
-        session = Session(self, self._next_session_id, outbox, user, host, client_properties)
+        session = Session(self, self._next_session_id, outbox, user, host, client_properties, access)
         self._next_session_id += 1
         self.sessions[session.id] = session
         return session

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from pamqp import commands
 
+from gateway.broker.access import CONSUME, QUEUE
 from gateway.broker.channel import Consumer, Transaction
 from gateway.broker.confirms import Confirms
 from gateway.broker.exchange import reach
@@ -22,6 +23,7 @@ from gateway.wire.errors import (
 
 if TYPE_CHECKING:
     from gateway.broker.channel import Channel
+    from gateway.broker.queue import Queue
     from gateway.broker.session import Handler, Session
 
 
@@ -38,8 +40,17 @@ def basic_qos(session: Session, channel: Channel, method: commands.Basic.Qos) ->
     channel.redispatch()
 
 
+def _consumed(
+    session: Session, channel: Channel, method: commands.Basic.Consume | commands.Basic.Get
+) -> Queue:
+    """The queue a consume or get reads: read permission first (403), then 404, 405."""
+    name = session.queue_name(channel, method.queue, method)
+    session.authorize(CONSUME, QUEUE, name, {}, method)
+    return session.find_queue(channel, name, method)
+
+
 def basic_consume(session: Session, channel: Channel, method: commands.Basic.Consume) -> None:
-    queue = session.find_queue(channel, method.queue, method)
+    queue = _consumed(session, channel, method)
     tag = method.consumer_tag or generated_consumer_tag()
     if tag in channel.consumers:
         raise not_allowed(f"attempt to reuse consumer tag '{tag}'", method)
@@ -63,7 +74,7 @@ def basic_cancel(session: Session, channel: Channel, method: commands.Basic.Canc
 
 
 def basic_get(session: Session, channel: Channel, method: commands.Basic.Get) -> None:
-    queue = session.find_queue(channel, method.queue, method)
+    queue = _consumed(session, channel, method)
     entry = queue.get(channel, method.no_ack)
     if entry is None:
         channel.send(commands.Basic.GetEmpty())

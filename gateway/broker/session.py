@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from gateway.broker.access import UNRESTRICTED, Access
 from gateway.broker.channel import Channel
 from gateway.broker.exchange import Exchange
 from gateway.broker.handlers import HANDLERS
@@ -46,6 +47,7 @@ class Session:
         "id",
         "outbox",
         "user",
+        "access",
         "vhost",
         "client_properties",
         "channels",
@@ -63,11 +65,14 @@ class Session:
         user: Any,
         vhost: VHost,
         client_properties: dict[str, Any],
+        access: Access = UNRESTRICTED,
     ) -> None:
         self.broker = broker
         self.id = session_id
         self.outbox = outbox
         self.user = user
+        #: What this session may do: asked before each operation changes anything.
+        self.access = access
         self.vhost = vhost
         self.client_properties = client_properties
         self.channels: dict[int, Channel] = {}
@@ -134,6 +139,9 @@ class Session:
         if immediate:
             raise not_implemented("immediate=true", PUBLISH)
         target = self.vhost.exchanges.get(exchange)
+        refusal = self.access.publish(exchange, target.type if target is not None else "", routing_key)
+        if refusal is not None:
+            raise access_refused(refusal, PUBLISH)
         if target is None:
             raise not_found(f"no {describe('exchange', exchange, self.vhost.name)}", PUBLISH)
         if target.internal:
@@ -255,6 +263,18 @@ class Session:
             channel.redispatch()
 
     # -- lookups shared by the handlers -----------------------------------------------------
+
+    def authorize(self, action: str, obj: str, name: str, properties: dict[str, str], method: Any) -> None:
+        """Ask the access port before an operation changes anything: 403 if refused
+        (gateway.broker.access gives the vocabulary)."""
+        refusal = self.access.check(action, obj, name, properties)
+        if refusal is not None:
+            raise access_refused(refusal, method)
+
+    def source_type(self, exchange: str) -> dict[str, str]:
+        """The `type` property of a bind from `exchange`: its type, if it exists."""
+        found = self.vhost.exchanges.get(exchange)
+        return {"type": found.type} if found is not None else {}
 
     def find_exchange(self, name: str, method: Any) -> Exchange:
         exchange = self.vhost.exchanges.get(name)

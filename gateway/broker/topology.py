@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands
 
+from gateway.broker.access import ACCESS, BIND, CREATE, DELETE, EXCHANGE, PURGE, QUEUE, UNBIND, flag
 from gateway.broker.arguments import (
     EXCHANGE_EQUIVALENCE_KEYS,
     QUEUE_ARGUMENT_DEFAULTS,
@@ -33,6 +34,25 @@ def _not_default(name: str, method: Any) -> None:
         raise access_refused(DEFAULT_EXCHANGE_REFUSED, method)
 
 
+def _declared(method: Any, alternate_key: str, **properties: str) -> dict[str, str]:
+    """A declare's ACL properties; `alternate` when its arguments name an exchange that messages
+    will be sent to on the declarer's behalf (alternate-exchange, x-dead-letter-exchange)."""
+    properties.update(durable=flag(method.durable), autodelete=flag(method.auto_delete), passive="false")
+    alternate = (method.arguments or {}).get(alternate_key)
+    if isinstance(alternate, bytes):
+        alternate = alternate.decode("utf-8", "replace")
+    if isinstance(alternate, str):
+        properties["alternate"] = alternate
+    return properties
+
+
+def _binding(
+    session: Session, source: str, key: str, destination_kind: str, destination: str
+) -> dict[str, str]:
+    """A bind's or unbind's ACL properties (see gateway.broker.access)."""
+    return {"routingkey": key, f"{destination_kind}name": destination, **session.source_type(source)}
+
+
 # -- exchange class -------------------------------------------------------------------------
 
 
@@ -41,6 +61,7 @@ def exchange_declare(session: Session, channel: Channel, method: commands.Exchan
     name = method.exchange
     _not_default(name, method)
     if method.passive:
+        session.authorize(ACCESS, EXCHANGE, name, {"passive": "true"}, method)
         session.find_exchange(name, method)
     else:
         exchange_type = method.exchange_type
@@ -48,6 +69,8 @@ def exchange_declare(session: Session, channel: Channel, method: commands.Exchan
             # A channel error, as in RabbitMQ since 2024 (rabbitmq-server #11214): a bad declare must not take the
             # connection's other channels down with it.
             raise precondition_failed(f"unknown exchange type '{exchange_type}'", method)
+        properties = _declared(method, "alternate-exchange", type=exchange_type)
+        session.authorize(CREATE, EXCHANGE, name, properties, method)
         arguments = dict(method.arguments or {})
         description = describe("exchange", name, vhost.name)
         existing = vhost.exchanges.get(name)
@@ -83,6 +106,7 @@ def exchange_delete(session: Session, channel: Channel, method: commands.Exchang
         raise access_refused(
             f"deletion of system {describe('exchange', name, vhost.name)} not allowed", method
         )
+    session.authorize(DELETE, EXCHANGE, name, {}, method)
     exchange = vhost.exchanges.get(name)
     if exchange is not None:
         if method.if_unused and len(exchange.matcher):
@@ -92,14 +116,16 @@ def exchange_delete(session: Session, channel: Channel, method: commands.Exchang
         channel.send(commands.Exchange.DeleteOk())
 
 
-def _exchanges_for_binding(session: Session, method: Any) -> tuple[Exchange, Exchange]:
+def _exchanges_for_binding(session: Session, method: Any, action: str) -> tuple[Exchange, Exchange]:
     _not_default(method.source, method)
     _not_default(method.destination, method)
+    properties = _binding(session, method.source, method.routing_key, EXCHANGE, method.destination)
+    session.authorize(action, EXCHANGE, method.source, properties, method)
     return session.find_exchange(method.source, method), session.find_exchange(method.destination, method)
 
 
 def exchange_bind(session: Session, channel: Channel, method: commands.Exchange.Bind) -> None:
-    source, destination = _exchanges_for_binding(session, method)
+    source, destination = _exchanges_for_binding(session, method, BIND)
     _bind(session, source, destination, method.routing_key, method)
     if not method.nowait:
         channel.send(commands.Exchange.BindOk())
@@ -110,6 +136,8 @@ def exchange_unbind(session: Session, channel: Channel, method: commands.Exchang
     so cleanup code that runs after a delete still gets Unbind-Ok."""
     _not_default(method.source, method)
     _not_default(method.destination, method)
+    properties = _binding(session, method.source, method.routing_key, EXCHANGE, method.destination)
+    session.authorize(UNBIND, EXCHANGE, method.source, properties, method)
     exchanges = session.vhost.exchanges
     source, destination = exchanges.get(method.source), exchanges.get(method.destination)
     if source is not None and destination is not None:
@@ -139,11 +167,16 @@ def _bind(session: Session, source: Exchange, destination: Any, key: str, method
 def queue_declare(session: Session, channel: Channel, method: commands.Queue.Declare) -> None:
     vhost = session.vhost
     if method.passive:
-        queue = session.find_queue(channel, method.queue, method)
+        name = session.queue_name(channel, method.queue, method)
+        session.authorize(ACCESS, QUEUE, name, {"passive": "true"}, method)
+        queue = session.find_queue(channel, name, method)
     else:
+        # A server-named queue is checked under the name it gets, as in RabbitMQ (amq.gen-...).
         name = method.queue or generated_queue_name()
         if method.queue.startswith(RESERVED_PREFIX):
             raise access_refused(f"queue name '{name}' contains reserved prefix '{RESERVED_PREFIX}*'", method)
+        properties = _declared(method, "x-dead-letter-exchange", exclusive=flag(method.exclusive))
+        session.authorize(CREATE, QUEUE, name, properties, method)
         arguments = dict(method.arguments or {})
         description = describe("queue", name, vhost.name)
         existing = vhost.queues.get(name)
@@ -187,7 +220,7 @@ def _reply_when_durable(session: Session, channel: Channel, reply: Any, durable:
 
 
 def queue_bind(session: Session, channel: Channel, method: commands.Queue.Bind) -> None:
-    queue, exchange = _queue_binding(session, channel, method)
+    queue, exchange = _queue_binding(session, channel, method, BIND)
     _bind(session, exchange, queue, _binding_key(channel, method), method)
     if not method.nowait:
         channel.send(commands.Queue.BindOk())
@@ -198,18 +231,26 @@ def queue_unbind(session: Session, channel: Channel, method: commands.Queue.Unbi
     connection's exclusive queue is still 405)."""
     _not_default(method.exchange, method)
     vhost = session.vhost
-    queue = vhost.queues.get(session.queue_name(channel, method.queue, method))
+    name = session.queue_name(channel, method.queue, method)
+    key = _binding_key(channel, method)
+    session.authorize(
+        UNBIND, EXCHANGE, method.exchange, _binding(session, method.exchange, key, QUEUE, name), method
+    )
+    queue = vhost.queues.get(name)
     exchange = vhost.exchanges.get(method.exchange)
     if queue is not None:
         session.check_exclusive(queue, method)
         if exchange is not None:
-            vhost.unbind(exchange, queue, _binding_key(channel, method), dict(method.arguments or {}))
+            vhost.unbind(exchange, queue, key, dict(method.arguments or {}))
     channel.send(commands.Queue.UnbindOk())
 
 
-def _queue_binding(session: Session, channel: Channel, method: Any) -> tuple[Any, Exchange]:
+def _queue_binding(session: Session, channel: Channel, method: Any, action: str) -> tuple[Any, Exchange]:
     _not_default(method.exchange, method)
-    queue = session.find_queue(channel, method.queue, method)
+    name = session.queue_name(channel, method.queue, method)
+    properties = _binding(session, method.exchange, _binding_key(channel, method), QUEUE, name)
+    session.authorize(action, EXCHANGE, method.exchange, properties, method)
+    queue = session.find_queue(channel, name, method)
     return queue, session.find_exchange(method.exchange, method)
 
 
@@ -221,7 +262,9 @@ def _binding_key(channel: Channel, method: Any) -> str:
 
 
 def queue_purge(session: Session, channel: Channel, method: commands.Queue.Purge) -> None:
-    count = session.find_queue(channel, method.queue, method).purge()
+    name = session.queue_name(channel, method.queue, method)
+    session.authorize(PURGE, QUEUE, name, {}, method)
+    count = session.find_queue(channel, name, method).purge()
     if not method.nowait:
         channel.send(commands.Queue.PurgeOk(count))
 
@@ -229,6 +272,7 @@ def queue_purge(session: Session, channel: Channel, method: commands.Queue.Purge
 def queue_delete(session: Session, channel: Channel, method: commands.Queue.Delete) -> None:
     vhost = session.vhost
     name = session.queue_name(channel, method.queue, method)
+    session.authorize(DELETE, QUEUE, name, {}, method)
     queue = vhost.queues.get(name)
     if queue is not None:
         session.check_exclusive(queue, method)

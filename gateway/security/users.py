@@ -1,15 +1,27 @@
-"""Users: the users file (TOML, hashed passwords), the built-in guest, and `passwd`.
+r"""Users: the users file (TOML, hashed passwords), the built-in guest, and `passwd`.
 
 ```toml
 [users.alice]
 password = "scrypt$n=16384,r=8,p=1$<salt>$<hash>"   # made by `amq-gateway passwd`
-vhosts = ["/"]                # optional; omitted = every vhost
+vhosts = ["/"]                # optional: full permissions on these vhosts
 tags = ["administrator"]      # optional
 loopback_only = false         # optional; true by default for "guest" and "peering", as in RabbitMQ
+
+[users.alice.permissions."prod"]      # optional: RabbitMQ's three patterns in one vhost
+configure = '^alice\.'
+write = '^(alice\.|amq\.topic$)'
+read = '^alice\.'
+
+[users.alice.topic_permissions."prod"."amq.topic"]   # optional: routing keys on a topic exchange
+write = '^{username}\.'
+read = '.*'
 
 [credentials.peering]         # what this node presents when IT logs in to a parent (federation)
 password = "plain text"       # plain text: the node has to send it
 ```
+
+A user with neither `vhosts` nor `permissions` may do everything in every vhost; otherwise only
+in the vhosts these name (gateway.security.permissions says what the patterns mean).
 
 Without a users file the node has RabbitMQ's default, guest/guest, and OpenAMQ's
 peering/peering for federation, both from loopback only. Writing it is gateway.security.passwd's.
@@ -19,7 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +39,7 @@ from typing import TypeVar
 
 from gateway.names import ADMINISTRATOR_TAG, FEDERATION_TAG
 from gateway.security.passwords import PasswordHash, VerifiedCache
+from gateway.security.permissions import Grants, Permission, TopicPermission, pattern, topic_pattern
 from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
 
 _T = TypeVar("_T")
@@ -36,7 +49,7 @@ GUEST = "guest"
 PEERING = "peering"
 #: Users that may connect from loopback only unless the file says otherwise.
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
-_KEYS = ("password", "vhosts", "tags", "loopback_only")
+_KEYS = ("password", "vhosts", "tags", "loopback_only", "permissions", "topic_permissions")
 _SECTIONS = ("users", "credentials")
 
 
@@ -57,15 +70,15 @@ def is_loopback(host: str) -> bool:
 
 @dataclass(frozen=True)
 class User:
-    """An authenticated identity and what it may reach. vhosts None means every vhost."""
+    """An authenticated identity and what its users file entry grants: full permissions on
+    `vhosts`, the patterns of `permissions`; neither (vhosts None, no permissions) means
+    everything in every vhost. gateway.security.access turns these into checks."""
 
     name: str
     vhosts: frozenset[str] | None = None
     tags: tuple[str, ...] = ()
     loopback_only: bool = False
-
-    def may_access(self, vhost: str) -> bool:
-        return self.vhosts is None or vhost in self.vhosts
+    permissions: Grants = Grants()
 
     def may_federate(self) -> bool:
         """Whether this login is one of the node's federation: the shared `peering` login, a
@@ -146,6 +159,9 @@ class UsersDB:
     def __contains__(self, name: object) -> bool:
         return name in self._records
 
+    def users(self) -> Iterator[User]:
+        return (record.user for record in self._records.values())
+
     def get(self, name: str) -> User | None:
         record = self._records.get(name)
         return record.user if record else None
@@ -153,9 +169,6 @@ class UsersDB:
     def password(self, name: str) -> PasswordHash | None:
         record = self._records.get(name)
         return record.password if record else None
-
-    def users(self) -> list[User]:
-        return [record.user for record in self._records.values()]
 
     def put(self, user: User, password: PasswordHash) -> None:
         """Add or replace a user. A new password takes effect at once: the verified-login
@@ -221,9 +234,84 @@ def _parse(doc: TomlFile) -> list[_Record]:
             frozenset(vhosts) if vhosts is not None else None,
             tuple(tags or ()),
             name in _LOOPBACK_BY_DEFAULT if loopback_only is None else loopback_only,
+            Grants(_permissions(doc, entry, where, vhosts or ()), _topic_permissions(doc, entry, where)),
         )
         records.append(_Record(user, password))
     return records
+
+
+def _permissions(
+    doc: TomlFile, entry: Mapping[str, object], where: tuple[str, ...], vhosts: Iterable[str]
+) -> tuple[tuple[str, Permission], ...]:
+    """[users.<name>.permissions."<vhost>"] configure/write/read: RabbitMQ's three patterns."""
+    where = (*where, "permissions")
+    granted = []
+    for vhost, table in _vhost_tables(doc, entry, where):
+        if vhost in vhosts:
+            raise doc.error(
+                (*where, vhost),
+                f"vhost {vhost!r} is also in this user's vhosts list (full permissions there); keep one",
+            )
+        sources = _patterns(doc, (*where, vhost), table, ("configure", "write", "read"), pattern)
+        granted.append((vhost, Permission.of(*sources)))
+    return tuple(granted)
+
+
+def _topic_permissions(
+    doc: TomlFile, entry: Mapping[str, object], where: tuple[str, ...]
+) -> tuple[tuple[str, TopicPermission], ...]:
+    """[users.<name>.topic_permissions."<vhost>"."<exchange>"] write/read: routing keys."""
+    where = (*where, "topic_permissions")
+    granted = []
+    for vhost, exchanges in _vhost_tables(doc, entry, where):
+        for exchange, table in exchanges.items():
+            at = (*where, vhost, exchange)
+            if not isinstance(table, dict):
+                raise doc.error(at, f"expected a table with write and read, got {describe(table)}")
+            write, read = _patterns(doc, at, table, ("write", "read"), topic_pattern)
+            granted.append((vhost, TopicPermission(exchange, write, read)))
+    return tuple(granted)
+
+
+def _vhost_tables(
+    doc: TomlFile, entry: Mapping[str, object], where: tuple[str, ...]
+) -> Iterator[tuple[str, dict[str, object]]]:
+    """The (vhost, table) pairs of a `permissions` or `topic_permissions` table."""
+    tables = entry.get(where[-1], {})
+    if not isinstance(tables, dict):
+        raise doc.error(where, f"expected a table of vhosts, got {describe(tables)}")
+    for vhost, table in tables.items():
+        if not 0 < len(vhost.encode()) <= 255:
+            raise doc.error((*where, vhost), "a vhost name is 1-255 bytes")
+        if not isinstance(table, dict):
+            raise doc.error((*where, vhost), f"expected a table, got {describe(table)}")
+        yield vhost, table
+
+
+def _patterns(
+    doc: TomlFile,
+    where: tuple[str, ...],
+    table: Mapping[str, object],
+    keys: tuple[str, ...],
+    check: Callable[[str], object],
+) -> list[str]:
+    """The pattern texts of `keys`, each required and passing `check` (no other key allowed)."""
+    for key in table:
+        if key not in keys:
+            raise doc.error((*where, key), f"unknown key (known: {', '.join(keys)})")
+    sources = []
+    for key in keys:
+        if key not in table:
+            raise doc.error(where, f"missing key {key!r} (an empty pattern, '', grants nothing)")
+        source = table[key]
+        if not isinstance(source, str):
+            raise doc.error((*where, key), f"expected a regular expression string, got {describe(source)}")
+        try:
+            check(source)
+        except ValueError as err:
+            raise doc.error((*where, key), str(err)) from None
+        sources.append(source)
+    return sources
 
 
 def _parse_credentials(doc: TomlFile) -> dict[str, str]:

@@ -10,6 +10,7 @@ import pytest
 from gateway.security import users as users_module
 from gateway.security.passwd import run_passwd, set_password
 from gateway.security.passwords import hash_password
+from gateway.security.permissions import Grants, Permission, TopicPermission
 from gateway.security.users import User, UsersDB, UsersFileError, is_loopback
 
 ALICE_HASH = hash_password("alice-pw")
@@ -70,13 +71,6 @@ def test_loopback_only_can_be_switched(tmp_path: Path) -> None:
     assert db.get("ops").loopback_only is True  # type: ignore[union-attr]
 
 
-def test_may_access() -> None:
-    assert User("a", frozenset({"/"})).may_access("/")
-    assert not User("a", frozenset({"/"})).may_access("prod")
-    assert User("a", None).may_access("anything")
-    assert not User("a", frozenset()).may_access("/")
-
-
 def test_empty_file_has_no_users(tmp_path: Path) -> None:
     assert len(UsersDB.load(write(tmp_path, "# nobody yet\n"))) == 0
 
@@ -111,7 +105,7 @@ def test_malformed_hash(tmp_path: Path) -> None:
 def test_unknown_key(tmp_path: Path) -> None:
     path = write(tmp_path, f'[users.alice]\npassword = "{ALICE_HASH}"\nvhost = "/"\n')
     assert load_error(path) == (
-        f"{path}:3: users.alice.vhost: unknown key (known: password, vhosts, tags, loopback_only)"
+        f"{path}:3: users.alice.vhost: unknown key (known: password, vhosts, tags, loopback_only, permissions, topic_permissions)"
     )
 
 
@@ -424,3 +418,100 @@ def test_tags_are_set_replaced_and_removed(tmp_path: Path) -> None:
         ValueError, match="unknown tag 'root' \\(known: administrator, monitoring, federation\\)"
     ):
         set_password(path, "alice", "pw", tags=["root"])
+
+
+# --- permissions -------------------------------------------------------------------------------
+
+
+def test_permissions_tables(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"""[users.alice]
+password = "{ALICE_HASH}"
+vhosts = ["dev"]
+
+[users.alice.permissions."/"]
+configure = '^alice\\.'
+write = '^(alice\\.|amq\\.topic$)'
+read = ''
+
+[users.alice.topic_permissions."/"."amq.topic"]
+write = '^{{username}}\\.'
+read = '.*'
+""",
+    )
+    alice = UsersDB.load(path).get("alice")
+    assert alice is not None
+    assert alice.vhosts == frozenset({"dev"})
+    assert alice.permissions == Grants(
+        (("/", Permission.of(r"^alice\.", r"^(alice\.|amq\.topic$)", "")),),
+        (("/", TopicPermission("amq.topic", r"^{username}\.", ".*")),),
+    )
+
+
+HEAD = f'[users.alice]\npassword = "{ALICE_HASH}"\nvhosts = ["dev"]\n'
+PERMS = '[users.alice.permissions."/"]\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            HEAD + PERMS + "configure = '('\nwrite = ''\nread = ''\n",
+            """5: users.alice.permissions."/".configure: invalid regular expression '(': """
+            "missing ), unterminated subpattern at position 0",
+        ),
+        (
+            HEAD + PERMS + "configure = ''\nwrite = ''\n",
+            """4: users.alice.permissions."/": missing key 'read' (an empty pattern, '', grants nothing)""",
+        ),
+        (
+            HEAD + PERMS + "configure = ''\nwrite = ''\nread = ''\nqueue = ''\n",
+            """8: users.alice.permissions."/".queue: unknown key (known: configure, write, read)""",
+        ),
+        (
+            HEAD + PERMS.replace("/", "dev") + "configure = ''\nwrite = ''\nread = ''\n",
+            "4: users.alice.permissions.dev: vhost 'dev' is also in this user's vhosts list"
+            " (full permissions there); keep one",
+        ),
+        (
+            HEAD + PERMS + "configure = 1\nwrite = ''\nread = ''\n",
+            """5: users.alice.permissions."/".configure: expected a regular expression string, got 1""",
+        ),
+        (
+            HEAD + '[users.alice.topic_permissions."/"."amq.topic"]\n' + "write = '{username}('\nread = ''\n",
+            """5: users.alice.topic_permissions."/"."amq.topic".write: invalid regular expression '{username}(': """,
+        ),
+        (HEAD + "permissions = 3\n", "4: users.alice.permissions: expected a table of vhosts, got 3"),
+    ],
+)
+def test_permission_errors_name_the_line_and_key(tmp_path: Path, text: str, error: str) -> None:
+    path = write(tmp_path, text)
+    assert load_error(path).startswith(f"{path}:{error}")
+
+
+def test_the_documented_users_file_loads_as_documented(tmp_path: Path) -> None:
+    """docs/configuration.md's example, with real hashes: bob's patterns and topic permission."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    example = doc[doc.index("### The users file") :].split("```toml\n", 1)[1].split("```", 1)[0]
+    example = example.replace("scrypt$n=16384,r=8,p=1$<salt>$<hash>", ALICE_HASH).replace(
+        "scrypt$...", ALICE_HASH
+    )
+    bob = UsersDB.load(write(tmp_path, example)).get("bob smith")
+    assert bob is not None
+    assert bob.permissions.vhosts == (
+        ("staging", Permission.of(r"^bob\.", r"^(bob\.|amq\.topic$)", r"^bob\.")),
+    )
+    assert bob.permissions.topics == (("staging", TopicPermission("amq.topic", r"^{username}\.", ".*")),)
+
+
+def test_passwd_keeps_the_permission_tables(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f'[users.alice]\npassword = "{ALICE_HASH}"\n\n'
+        "[users.alice.permissions.\"/\"]  # alice's own\nconfigure = '^a'\nwrite = ''\nread = '.*'\n",
+    )
+    set_password(path, "alice", "new-pw", tags=["monitoring"])
+    assert '[users.alice.permissions."/"]  # alice\'s own' in path.read_text()
+    alice = UsersDB.load(path).get("alice")
+    assert alice is not None and alice.permissions.vhosts == (("/", Permission.of("^a", "", ".*")),)
