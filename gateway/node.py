@@ -123,7 +123,7 @@ class Node:
         self.management = Management(self.broker, name, self._resources)
         if store is not None:
             self.broker.recover(store.load())
-        self.accounts = Accounts(users, self.broker, store)
+        self.accounts = Accounts(users, self.authority, self.broker, store)
         self.accounts.restore()
         self.management.operations.update(self.accounts.operations())
         self.federation = Federation(

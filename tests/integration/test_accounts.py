@@ -5,6 +5,7 @@ file's. A real node process with a data dir, pika for the users."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +13,12 @@ from pathlib import Path
 
 import pika
 import pytest
-from pika.exceptions import ConnectionClosedByBroker, ProbableAccessDeniedError, ProbableAuthenticationError
+from pika.exceptions import (
+    ChannelClosedByBroker,
+    ConnectionClosedByBroker,
+    ProbableAccessDeniedError,
+    ProbableAuthenticationError,
+)
 
 from gateway.security import set_password
 from tests.nodes import NodeProcess, start_node
@@ -158,3 +164,105 @@ def test_only_administrators_see_or_manage_users(operator: Operator) -> None:
     error = operator.config("user", "add", "carol", "--password-stdin", status=1)
     assert error == "Failed: usage - no password on standard input\n"
     assert "carol" not in operator.config("users")
+
+
+def test_permissions_set_at_runtime_apply_at_once_to_open_connections_and_stay(operator: Operator) -> None:
+    operator.config("user", "add", "alice", "--password-stdin", stdin="alice-pw\n")
+    operator.config(
+        "permissions", "set", "-p", "/", "alice", "^alice\\.", "^(alice\\.|amq\\.topic$)", "^alice\\."
+    )
+    operator.config("topic-permissions", "set", "alice", "amq.topic", "^alice\\.", ".*")
+    assert ["/", "alice", "'^alice\\.'", "'^(alice\\.|amq\\.topic$)'", "'^alice\\.'"] in [
+        line.split() for line in operator.config("permissions", "-p", "/").splitlines()
+    ]
+    assert ["/", "alice", "amq.topic", "'^alice\\.'", "'.*'"] in [
+        line.split() for line in operator.config("topic-permissions").splitlines()
+    ]
+    connection = operator.connect("alice", "alice-pw")
+    channel = connection.channel()
+    channel.queue_declare("alice.inbox", durable=True)
+    channel.basic_publish("amq.topic", "alice.news", b"allowed")
+    with pytest.raises(ChannelClosedByBroker) as refused:
+        connection.channel().queue_declare("bob.inbox")
+    assert refused.value.reply_text == (
+        "ACCESS_REFUSED - configure access to queue 'bob.inbox' in vhost '/' refused for user 'alice'"
+    )
+    topic = connection.channel()
+    topic.confirm_delivery()
+    with pytest.raises(ChannelClosedByBroker) as refused:
+        topic.basic_publish("amq.topic", "bob.news", b"refused")
+    assert refused.value.reply_text == (
+        "ACCESS_REFUSED - write access to topic 'bob.news' in exchange 'amq.topic' in vhost '/'"
+        " refused for user 'alice'"
+    )
+    operator.restart()
+    connection = operator.connect("alice", "alice-pw")
+    connection.channel().queue_declare("alice.inbox", passive=True)
+    operator.config("permissions", "clear", "-p", "/", "alice")
+    with pytest.raises(ChannelClosedByBroker) as refused:
+        connection.channel().queue_declare("alice.other")  # the open connection's next operation
+    assert refused.value.reply_code == 403
+    with pytest.raises(ProbableAccessDeniedError):
+        operator.connect("alice", "alice-pw")
+    error = operator.config("permissions", "set", "-p", "/", "alice", "(", ".*", ".*", status=1)
+    assert error.startswith("Failed: SYNTAX_ERROR - invalid regular expression '(':")
+
+
+def test_changing_a_users_file_user_keeps_its_other_vhosts(operator: Operator) -> None:
+    """bob may use '/' from the users file; permissions set for him in a new vhost add to that."""
+    operator.config("vhost", "add", "prod")
+    operator.config("permissions", "set", "-p", "prod", "bob", "", "", "^reports$")
+    rows = [line.split()[:2] for line in operator.config("permissions").splitlines()[2:]]
+    assert ["/", "bob"] in rows and ["prod", "bob"] in rows
+    operator.connect("bob", "bob-pw").channel().queue_declare("anything")
+    operator.connect("bob", "bob-pw", "prod").close()
+
+
+def test_a_topology_file_applies_users_vhosts_and_permissions(operator: Operator, tmp_path: Path) -> None:
+    topology = tmp_path / "access.toml"
+    topology.write_text(
+        f"""
+[credentials.admin]
+username = "admin"
+password = "secret"
+
+[nodes.hub]
+host = "127.0.0.1"
+port = {operator.node.port}
+credentials = "admin"
+
+[[vhosts]]
+name = "orders"
+
+[[users]]
+name = "orders-app"
+password_env = "ORDERS_APP_PASSWORD"
+
+[[permissions]]
+user = "orders-app"
+vhost = "orders"
+configure = '^orders-app\\.'
+write = ".*"
+read = ".*"
+"""
+    )
+
+    def route(*args: str) -> str:
+        result = subprocess.run(
+            [str(BIN / "amq-route"), "topology", *args, str(topology)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "ORDERS_APP_PASSWORD": "from-the-environment"},
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    assert "  + user orders-app" in route("plan")
+    applied = route("apply")
+    assert "hub: created user orders-app" in applied and "hub: set permission" in applied
+    connection = operator.connect("orders-app", "from-the-environment", "orders")
+    connection.channel().queue_declare("orders-app.inbox")
+    connection.close()
+    assert route("plan").splitlines()[-1] == f"No changes. The live nodes match {topology}."
