@@ -210,6 +210,7 @@ class Federation:
             raise ManagementError(
                 "usage", f"{config.address} is this node's own address: a node cannot link to itself"
             )
+        self.node.management.authorize("create", "link", str(config.address))
         peer = self._start_link(config)
         if config.durable:
             self._stored().put_link(config.host, config.port, asdict(config))

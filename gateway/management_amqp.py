@@ -58,7 +58,7 @@ def answer(management: Management, user: Any, request: Content) -> Content:
     try:
         method, arguments = parse_request(request.body)
         check_access(user, method)
-        reply: dict[str, Any] = {"ok": True, "result": management.call(method, arguments)}
+        reply: dict[str, Any] = {"ok": True, "result": management.call(method, arguments, user.name)}
         LOGGER.info("management: %s by %s", method, user.name)
     except ManagementError as error:
         reply = {"ok": False, "error": {"kind": error.kind, "message": error.message}}

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -27,12 +28,13 @@ from gateway.broker import Broker, Session
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
-from gateway.management import Management
+from gateway.management import Management, ManagementError
 from gateway.management_amqp import handle_request
 from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.ready import READY
 from gateway.security import Logins, UsersDB
+from gateway.security.acl import AclFileError, AclRules
 from gateway.server import (
     ConnectionHandler,
     Limits,
@@ -68,6 +70,7 @@ class Node:
         *,
         name: str,
         users: UsersDB,
+        acl_file: Path | None = None,
         store: Store | None = None,
         limits: Limits = DEFAULT_LIMITS,
         federation: FederationSettings | None = None,
@@ -81,7 +84,13 @@ class Node:
         and turned into Trio deadlines by the node's timer. Pass trio.current_time (in a
         Trio run) to put the model on Trio's clock, virtual under trio.testing.MockClock.
         Wall time stays only where the store records it (a message's routed_at), so that
-        deadlines survive a restart."""
+        deadlines survive a restart.
+
+        `acl_file`: the Qpid ACL file, read here (AclFileError: the node must not start) and
+        again by `reload_acl`, which swaps `self.acl`; every check reads the attribute.
+        """
+        self.acl_file = acl_file
+        self.acl: AclRules | None = None if acl_file is None else AclRules.load(acl_file)
         self.name = name
         self.clock = clock
         self.users = users
@@ -110,7 +119,7 @@ class Node:
             memory_high_watermark,
             available,
         )
-        self.management = Management(self.broker, name, self._resources)
+        self.management = Management(self.broker, name, self._resources, acl=lambda: self.acl)
         if store is not None:
             self.broker.recover(store.load())
         self.federation = Federation(
@@ -119,6 +128,7 @@ class Node:
             settings=federation,
         )
         self.management.operations.update(self.federation.operations())
+        self.management.operations["acl.reload"] = self._reload_acl_request
         self.broker.exchange_handlers.update(
             {
                 MANAGEMENT_EXCHANGE: partial(handle_request, self.management),
@@ -135,6 +145,34 @@ class Node:
         #: Set when the last connection has ended, while shutdown() waits for that.
         self._handlers_gone: trio.Event | None = None
         self._handler_nursery: trio.Nursery | None = None
+
+    def reload_acl(self) -> AclRules:
+        """Read the ACL file again and use it from the next decision on; a file with errors
+        raises AclFileError and the rules in force stay."""
+        if self.acl_file is None:
+            raise ManagementError("usage", f"node '{self.name}' has no ACL file (see --acl-file)")
+        self.acl = AclRules.load(self.acl_file)
+        LOGGER.info("ACL file %s reloaded: %d rule(s)", self.acl_file, len(self.acl.rules))
+        return self.acl
+
+    def reload_acl_logged(self) -> None:
+        """reload_acl for SIGHUP, where nobody waits for an answer: the outcome goes to the log."""
+        try:
+            self.reload_acl()
+        except ManagementError as error:
+            LOGGER.warning("SIGHUP: %s", error.message)
+        except AclFileError as error:
+            for line in error.errors:
+                LOGGER.error("%s", line)
+            LOGGER.error("ACL file %s not reloaded: the rules in force stay", self.acl_file)
+
+    def _reload_acl_request(self) -> dict[str, Any]:
+        """The management request acl.reload (amq-config reload-acl)."""
+        try:
+            rules = self.reload_acl()
+        except AclFileError as error:
+            raise ManagementError("invalid", f"{error}\nthe rules in force stay") from None
+        return {"file": str(rules.path), "rules": len(rules.rules), "warnings": list(rules.warnings)}
 
     def _resources(self) -> dict[str, Any]:
         """The memory and disk readings and alarms, and the spill file's bodies, for
