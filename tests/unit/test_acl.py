@@ -4,6 +4,7 @@ checked for what it allows AND what it denies, and the parser's errors, all at o
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,12 @@ def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(AclFileError) as raised:
         AclRules.load(path)
     assert str(raised.value) == f"{path}: cannot read the ACL file: No such file or directory"
+
+
+def test_docs_security_md_shows_the_files_tested_here() -> None:
+    """The page's two example files are this module's, so what it says of them is tested."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    section = page[page.index("## The ACL file") :]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    assert blocks[1] == SEED_FILE.replace("#\x20\n", "#\n")
+    assert blocks[2] == ALL_USERS_FILE
