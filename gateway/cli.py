@@ -255,8 +255,10 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve_until_signalled(node: Node, host: str | None, port: int) -> None:
-    """Serve until SIGINT or SIGTERM; SIGHUP reloads the ACL file (qpidd's reload)."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+    """Serve until SIGINT or SIGTERM; with an ACL file, SIGHUP reloads it (without one, SIGHUP
+    keeps its default: the node ends)."""
+    reload = (signal.SIGHUP,) if node.acl_file is not None else ()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, *reload) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.serve, host, port)
             async for signum in signals:

@@ -159,8 +159,6 @@ class Node:
         """reload_acl for SIGHUP, where nobody waits for an answer: the outcome goes to the log."""
         try:
             self.reload_acl()
-        except ManagementError as error:
-            LOGGER.warning("SIGHUP: %s", error.message)
         except AclFileError as error:
             for line in error.errors:
                 LOGGER.error("%s", line)
