@@ -58,18 +58,22 @@ class AclRules:
     ) -> bool:
         """Whether the first rule matching this request allows it (none: the implicit final
         `acl deny all all`). A rule's property matches only a property the request gives."""
-        login = canonical_user(user)
-        key = (login, action, obj)
+        key = (user, action, obj)
         candidates = self._candidates.get(key)
         if candidates is None:
+            login = canonical_user(user)
             candidates = self._candidates[key] = tuple(
                 rule for rule in self.rules if rule.applies_to(login, action, obj)
             )
-        given = {**(properties or {}), "name": name}
+        given = properties or {}
         for rule in candidates:
-            if all(prop in given and match(given[prop]) for prop, match in rule.properties):
+            for prop, match in rule.properties:
+                value = name if prop == "name" else given.get(prop)
+                if value is None or not match(value):
+                    break
+            else:
                 if rule.log:
-                    self._log(rule, user, action, obj, name, properties or {})
+                    self._log(rule, user, action, obj, name, given)
                 return rule.allow
         return False
 

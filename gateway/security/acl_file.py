@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from gateway.routing.predicate import binding_matches
+from gateway.routing.matchers import matcher_for
 from gateway.tomlfile import ConfigError
 
 PERMISSIONS = ("allow", "allow-log", "deny", "deny-log")
@@ -79,6 +79,8 @@ NODE_REALM = "QPID"
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 _USER = re.compile(r"[A-Za-z0-9_.-]+(@[A-Za-z0-9_.-]+)?")
 _CONTINUATION = "\\"
+#: Control characters a token may hold, escaped in messages (they reach logs and terminals).
+_VISIBLE = {code: f"\\x{code:02x}" for code in [*range(32), 127]}
 
 
 class AclFileError(ConfigError):
@@ -142,7 +144,8 @@ def read(path: Path) -> Parsed:
 
 def parse(text: str, source: str) -> Parsed:
     """Parse ACL text; `source` names it in messages (`source:line: what`)."""
-    return _Parser(source).run(text.splitlines())
+    # Not splitlines: a form feed or \x1c separates tokens, it ends no line.
+    return _Parser(source).run(text.removesuffix("\n").split("\n"))
 
 
 class _Parser:
@@ -156,7 +159,7 @@ class _Parser:
         self.rules: list[Rule] = []
 
     def error(self, line: int, what: str) -> None:
-        self.errors.append(f"{self.source}:{line}: {what}")
+        self.errors.append(f"{self.source}:{line}: {what.translate(_VISIBLE)}")
 
     def run(self, lines: list[str]) -> Parsed:
         for number, tokens in self._logical_lines(lines):
@@ -339,12 +342,19 @@ def _value_match(prop: str, value: str) -> tuple[ValueMatch | None, str | None]:
             return None, f"property '{prop}' is true or false, not '{value}'"
         return partial(operator.eq, value), None
     if prop in TOPIC_PROPERTIES:
-        return partial(binding_matches, "topic", value, {}), None
+        return _topic_match(value), None
     if "*" in value[:-1]:
         return None, f"'{prop}={value}': '*' is a wildcard only at the end of a value"
     if value.endswith("*"):
         return operator.methodcaller("startswith", value[:-1]), None
     return partial(operator.eq, value), None
+
+
+def _topic_match(pattern: str) -> ValueMatch:
+    """A routing key against `pattern` as a topic exchange binds it (the broker's own trie)."""
+    matcher = matcher_for("topic")
+    matcher.bind(pattern, {}, pattern)
+    return lambda key: bool(matcher.match(key))
 
 
 def _ends_file(rule: Rule) -> bool:

@@ -289,3 +289,9 @@ def test_docs_security_md_shows_the_files_tested_here() -> None:
     blocks = re.findall(r"```\n(.*?)```", section, re.S)
     assert blocks[1] == SEED_FILE.replace("#\x20\n", "#\n")
     assert blocks[2] == ALL_USERS_FILE
+
+
+def test_errors_show_control_characters_escaped_and_count_lines_as_editors_do(tmp_path: Path) -> None:
+    """Form feeds and vertical tabs separate tokens but end no line (str.splitlines would)."""
+    text = "acl allow all create queue\fname=x\vdurable=true\nacl al\x1bow all all\n"
+    assert errors(tmp_path, text) == ["2: bad permission 'al\\x1bow' (allow, allow-log, deny, deny-log)"]
