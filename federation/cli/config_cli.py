@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "reload-acl",
         reload_acl,
-        "make the node read its ACL file again (kept as it is if the file has errors)",
+        "make the node read its ACL file again (a file with errors is refused: the rules in force stay)",
         vhost=False,
     )
     return parser
