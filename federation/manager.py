@@ -210,7 +210,6 @@ class Federation:
             raise ManagementError(
                 "usage", f"{config.address} is this node's own address: a node cannot link to itself"
             )
-        self.node.management.authorize("create", "link", str(config.address))
         peer = self._start_link(config)
         if config.durable:
             self._stored().put_link(config.host, config.port, asdict(config))
@@ -221,7 +220,9 @@ class Federation:
         return peer
 
     def _run_link(self, config: LinkConfig) -> Link:
-        """A new link for `config`, running in the federation's nursery."""
+        """A new link for `config`, running in the federation's nursery: the one place a link
+        is made (added, or replaced to log in anew), so the ACL's `create link` is asked here."""
+        self.node.management.authorize("create", "link", str(config.address))
         link = Link(
             config.address,
             durable=config.durable,

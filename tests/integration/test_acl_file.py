@@ -86,6 +86,9 @@ async def test_create_link_is_refused_for_a_user_the_acl_denies(
         assert f"acl denied: user 'dev' create link '{at(b)}' (rule {acl}:1)" in log
         status, _, err = await cli("amq-route", "link", "add", login("ops", a), at(b))
         assert status == 0, err
+        # Logging in anew replaces the link by a new one: refused to dev too, the link unchanged.
+        status, out, err = await cli("amq-route", "link", "add", login("dev", a), f"peering/peering@{at(b)}")
+        assert (status, out, err) == (1, "", refusal)
         status, out, _ = await cli("amq-route", "link", "list", login("ops", a))
         assert out.splitlines()[2].split()[:3] == ["127.0.0.1", str(b.port), "B"]
 
