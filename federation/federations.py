@@ -168,6 +168,8 @@ class Federations:
         target = self._exchange(vhost, exchange)
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ManagementError("usage", f"port {port!r} is not a port number")
+        # A peering is a link this node opens: the ACL's `create link`, as for links.add.
+        self.node.management.authorize("create", "link", str(BrokerAddress(host, port)))
         settings = self.settings
         username = username if username is not None else settings.attach_login
         if password is None:

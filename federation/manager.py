@@ -220,7 +220,9 @@ class Federation:
         return peer
 
     def _run_link(self, config: LinkConfig) -> Link:
-        """A new link for `config`, running in the federation's nursery."""
+        """A new link for `config`, running in the federation's nursery: the one place a link
+        is made (added, or replaced to log in anew), so the ACL's `create link` is asked here."""
+        self.node.management.authorize("create", "link", str(config.address))
         link = Link(
             config.address,
             durable=config.durable,

@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--name", metavar="NAME", help="node name (default: the host name)")
     serve.add_argument("--users", metavar="FILE", help="users file (default: guest/guest, loopback only)")
     serve.add_argument(
+        "--acl-file",
+        metavar="FILE",
+        help="Qpid ACL file: who may do what (the node does not start if it is missing or has errors;"
+        " SIGHUP or `amq-config reload-acl` reloads it)",
+    )
+    serve.add_argument(
         "--log-level", metavar="L", choices=["debug", "info", "warning", "error"], help="default info"
     )
     serve.add_argument(
@@ -171,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
         return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
     except (ConfigError, UsersFileError, StoreError) as exc:
-        print(f"amq-gateway: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():  # an ACL file's errors: one line each
+            print(f"amq-gateway: error: {line}", file=sys.stderr)
         return 1
 
 
@@ -184,6 +191,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         memory=args.memory,
         name=args.name,
         users=args.users,
+        acl_file=args.acl_file,
         log_level=args.log_level,
         disk_free_limit=args.disk_free_limit,
         memory_high_watermark=args.memory_high_watermark,
@@ -217,6 +225,7 @@ def serve(args: argparse.Namespace) -> int:
         node = Node(
             name=config.name,
             users=users,
+            acl_file=config.acl_file,
             store=store,
             limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
             federation=federation,
@@ -246,12 +255,17 @@ def serve(args: argparse.Namespace) -> int:
 
 
 async def _serve_until_signalled(node: Node, host: str | None, port: int) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    """Serve until SIGINT or SIGTERM; with an ACL file, SIGHUP reloads it (without one, SIGHUP
+    keeps its default: the node ends)."""
+    reload = (signal.SIGHUP,) if node.acl_file is not None else ()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, *reload) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.serve, host, port)
             async for signum in signals:
                 LOGGER.info("received %s", signal.Signals(signum).name)
-                break
+                if signum != signal.SIGHUP:
+                    break
+                node.reload_acl_logged()
             await node.shutdown()
 
 

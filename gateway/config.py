@@ -146,6 +146,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "data_dir": _path(base),
         "memory": boolean,
         "users": _path(base),
+        "acl_file": _path(base),
         "log_level": _log_level,
         "heartbeat": integer(0, 65535),  # Connection.Tune carries a short
         "frame_max": integer(4096, 2**32 - 1),  # the spec's minimum frame size
@@ -189,6 +190,8 @@ class NodeConfig:
     data_dir: Path | None = None
     memory: bool = False
     users_file: Path | None = None
+    #: The Qpid ACL file (gateway.security.acl); None: no ACL, permissions alone decide.
+    acl_file: Path | None = None
     log_level: str = "info"
     heartbeat: int = 60
     frame_max: int = 131072

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pamqp import base, commands
 
@@ -24,7 +24,13 @@ from gateway.names import DEFAULT_VHOST
 from gateway.wire.errors import REPLY_NAMES, AMQPError
 from gateway.wire.frames import make_method
 
+if TYPE_CHECKING:
+    from gateway.security.acl import AclRules
+
 Operation = Callable[..., Any]
+#: The ACL's `schemapackage` of every management method (its `schemaclass` is the method's
+#: prefix: `links` for links.add), as QMF methods have theirs.
+METHOD_PACKAGE = "amq-gateway"
 M = TypeVar("M", bound=base.Frame)
 
 
@@ -41,12 +47,20 @@ class Management:
     """The operations of one node, by name (`call`) for the adapters."""
 
     def __init__(
-        self, broker: Broker, node_name: str, resources: Callable[[], dict[str, Any]] = dict
+        self,
+        broker: Broker,
+        node_name: str,
+        resources: Callable[[], dict[str, Any]] = dict,
+        acl: Callable[[], AclRules | None] = lambda: None,
     ) -> None:
-        """`resources`: the node's resource readings and alarms (memory, disk), for node.info."""
+        """`resources`: the node's resource readings and alarms (memory, disk), for node.info;
+        `acl`: the node's current ACL rules (None: no ACL file), read at each decision."""
         self.broker = broker
         self.node_name = node_name
         self.resources = resources
+        self.acl = acl
+        #: The user of the request being answered (None: the node's own work, unchecked).
+        self._requester: str | None = None
         self.operations: dict[str, Operation] = {
             "node.info": self.node_info,
             "exchanges.list": self.list_exchanges,
@@ -60,15 +74,33 @@ class Management:
             "bindings.delete": self.delete_binding,
         }
 
-    def call(self, method: str, arguments: dict[str, Any]) -> Any:
-        """Run one operation; unknown names and bad arguments are ManagementErrors too."""
+    def call(self, method: str, arguments: dict[str, Any], user: str | None = None) -> Any:
+        """Run one operation for `user` (the ACL's `access method name=<method>` first, and
+        what the operation checks with `authorize`); unknown names and bad arguments are
+        ManagementErrors too."""
         operation = self.operations.get(method)
         if operation is None:
             raise ManagementError("usage", f"unknown management method '{method}'")
+        self._requester = user
         try:
+            schema = {"schemapackage": METHOD_PACKAGE, "schemaclass": method.partition(".")[0]}
+            self.authorize("access", "method", method, schema)
             return operation(**arguments)
         except TypeError as exc:
             raise ManagementError("usage", f"bad arguments for '{method}': {exc}") from None
+        finally:
+            self._requester = None
+
+    def authorize(
+        self, action: str, obj: str, name: str, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Ask the node's ACL file about what the current request is about to do; refused:
+        ManagementError("access"). Outside a request (the node's own work: restoring stored
+        links, its config's federations) and without an ACL file there is nothing to ask."""
+        rules = self.acl()
+        user = self._requester
+        if rules is not None and user is not None and not rules.allows(user, action, obj, name, properties):
+            raise ManagementError("access", f"the ACL file refuses user '{user}' {action} {obj} '{name}'")
 
     # -- reading ----------------------------------------------------------------------------
 

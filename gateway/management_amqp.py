@@ -68,7 +68,7 @@ def answer(management: Management, visible: Visibility, user: Any, request: Cont
     try:
         method, arguments = parse_request(request.body)
         check_access(user, method)
-        result = management.call(method, arguments)
+        result = management.call(method, arguments, user.name)
         if ADMINISTRATOR_TAG not in user.tags:
             result = visible_only(method, result, visible(user.name, arguments.get("vhost", DEFAULT_VHOST)))
         reply: dict[str, Any] = {"ok": True, "result": result}

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -31,13 +32,14 @@ from gateway.broker.names import describe
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
-from gateway.management import Management
+from gateway.management import Management, ManagementError
 from gateway.management_amqp import handle_request
 from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
 from gateway.ready import READY
 from gateway.security import Authority, Logins, UsersDB
 from gateway.security.access import AclCheck
+from gateway.security.acl import AclFileError, AclRules
 from gateway.server import (
     ConnectionHandler,
     Limits,
@@ -76,6 +78,7 @@ class Node:
         *,
         name: str,
         users: UsersDB,
+        acl_file: Path | None = None,
         store: Store | None = None,
         limits: Limits = DEFAULT_LIMITS,
         federation: FederationSettings | None = None,
@@ -89,13 +92,20 @@ class Node:
         and turned into Trio deadlines by the node's timer. Pass trio.current_time (in a
         Trio run) to put the model on Trio's clock, virtual under trio.testing.MockClock.
         Wall time stays only where the store records it (a message's routed_at), so that
-        deadlines survive a restart."""
+        deadlines survive a restart.
+
+        `acl_file`: the Qpid ACL file, read here (AclFileError: the node must not start) and
+        again by `reload_acl`, which swaps `self.acl`; every check reads the attribute.
+        """
+        self.acl_file = acl_file
         self.name = name
         self.clock = clock
         self.users = users
         self.logins = Logins(users)
         #: The permissions (and ACL) every session's operations are checked against.
-        self.authority = Authority.from_users(users.users())
+        self.authority = Authority.from_users(
+            users.users(), None if acl_file is None else AclRules.load(acl_file)
+        )
         self.store = store
         self.limits = limits
         self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
@@ -120,7 +130,7 @@ class Node:
             memory_high_watermark,
             available,
         )
-        self.management = Management(self.broker, name, self._resources)
+        self.management = Management(self.broker, name, self._resources, acl=lambda: self.acl)
         if store is not None:
             self.broker.recover(store.load())
         self.accounts = Accounts(users, self.authority, self.broker, store)
@@ -132,6 +142,7 @@ class Node:
             settings=federation,
         )
         self.management.operations.update(self.federation.operations())
+        self.management.operations["acl.reload"] = self._reload_acl_request
         self.broker.exchange_handlers.update(
             {
                 MANAGEMENT_EXCHANGE: partial(handle_request, self.management, self.authority.visible),
@@ -158,6 +169,32 @@ class Node:
     @acl.setter
     def acl(self, rules: AclCheck | None) -> None:
         self.authority.acl = rules
+
+    def reload_acl(self) -> AclRules:
+        """Read the ACL file again and use it from the next decision on; a file with errors
+        raises AclFileError and the rules in force stay."""
+        if self.acl_file is None:
+            raise ManagementError("usage", f"node '{self.name}' has no ACL file (see --acl-file)")
+        rules = self.acl = AclRules.load(self.acl_file)
+        LOGGER.info("ACL file %s reloaded: %d rule(s)", self.acl_file, len(rules.rules))
+        return rules
+
+    def reload_acl_logged(self) -> None:
+        """reload_acl for SIGHUP, where nobody waits for an answer: the outcome goes to the log."""
+        try:
+            self.reload_acl()
+        except AclFileError as error:
+            for line in error.errors:
+                LOGGER.error("%s", line)
+            LOGGER.error("ACL file %s not reloaded: the rules in force stay", self.acl_file)
+
+    def _reload_acl_request(self) -> dict[str, Any]:
+        """The management request acl.reload (amq-config reload-acl)."""
+        try:
+            rules = self.reload_acl()
+        except AclFileError as error:
+            raise ManagementError("invalid", f"{error}\nthe rules in force stay") from None
+        return {"file": str(rules.path), "rules": len(rules.rules), "warnings": list(rules.warnings)}
 
     def _resources(self) -> dict[str, Any]:
         """The memory and disk readings and alarms, and the spill file's bodies, for

@@ -39,6 +39,7 @@ amq-config [OPTIONS]
        amq-config [OPTIONS] del queue <name> [--force]
        amq-config [OPTIONS] bind   <exchange-name> <queue-name> [binding-key]
        amq-config [OPTIONS] unbind <exchange-name> <queue-name> [binding-key]
+       amq-config [OPTIONS] reload-acl
 """
     + config_access.USAGE
 )
@@ -167,6 +168,15 @@ async def del_queue(context: Context, args: argparse.Namespace) -> int:
     return await single(
         context, "queues.delete", {"name": args.name, "if_empty": not args.force, "if_unused": not args.force}
     )
+
+
+async def reload_acl(context: Context, args: argparse.Namespace) -> int:
+    """Make the node read its ACL file again; a file with errors is refused (Failed: invalid,
+    each error on its line) and the rules in force stay."""
+    async with context.client() as client:
+        result = await client.call("acl.reload")
+    print_lines([f"ACL file {result['file']} reloaded: {result['rules']} rule(s)", *result["warnings"]])
+    return 0
 
 
 async def single(context: Context, method: str, arguments: dict[str, Any]) -> int:
@@ -311,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
         leaf.add_argument("exchange", metavar="exchange-name")
         leaf.add_argument("queue", metavar="queue-name")
         leaf.add_argument("key", nargs="?", default="", metavar="binding-key")
+    command(
+        commands,
+        "reload-acl",
+        reload_acl,
+        "make the node read its ACL file again (a file with errors is refused: the rules in force stay)",
+        vhost=False,
+    )
     config_access.add_commands(commands, command)
     return parser
 

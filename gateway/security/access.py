@@ -23,7 +23,8 @@ The broker model describes each operation in the Qpid ACL's vocabulary and asks 
    The default exchange is matched as `amq.default` (rabbit_access_control does so). Topic
    permissions add a check of the routing key on a topic exchange: write on publish, read on
    queue.bind and exchange.bind (and their unbinds).
-2. The ACL file's rules, when the node has one (`acl.allows`, first match wins).
+2. The ACL file's rules, when the node has one (`acl.allows`, first match wins); the default
+   exchange is named `amq.default` there too, since a rule cannot say `name=` with nothing.
 
 Decisions change at once when the permissions or the ACL do: `Authority` counts its changes
 (`generation`), and each session drops what it worked out and cached when the count moved.
@@ -289,7 +290,7 @@ class SessionAccess:
             if refusal is not None:
                 return refusal
         acl = self._acl
-        if acl is not None and not acl.allows(self.user, action, obj, name, properties):
+        if acl is not None and not acl.allows(self.user, action, obj, _resource(obj, name), properties):
             return acl_refused(action, obj, name, self.vhost, self.user)
         return None
 
@@ -319,7 +320,7 @@ class SessionAccess:
                 return refusal
         acl = self._acl
         if acl is not None and not acl.allows(
-            self.user, PUBLISH, EXCHANGE, exchange, {"routingkey": routing_key}
+            self.user, PUBLISH, EXCHANGE, _resource(EXCHANGE, exchange), {"routingkey": routing_key}
         ):
             return acl_refused(PUBLISH, EXCHANGE, exchange, self.vhost, self.user)
         return None

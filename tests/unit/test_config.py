@@ -135,7 +135,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
         ('[node]\nusers = ""\n', "2: node.users: expected a path, got ''"),
         (
             "[node]\nport = 1\nprot = 2\n",
-            "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
+            "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, acl_file, "
             "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark, "
             "queue_memory_budget)",
         ),
