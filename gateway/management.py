@@ -25,7 +25,7 @@ from gateway.wire.errors import REPLY_NAMES, AMQPError
 from gateway.wire.frames import make_method
 
 if TYPE_CHECKING:
-    from gateway.security.acl import AclRules
+    from gateway.security.access import AclCheck
 
 Operation = Callable[..., Any]
 #: The ACL's `schemapackage` of every management method (its `schemaclass` is the method's
@@ -51,7 +51,7 @@ class Management:
         broker: Broker,
         node_name: str,
         resources: Callable[[], dict[str, Any]] = dict,
-        acl: Callable[[], AclRules | None] = lambda: None,
+        acl: Callable[[], AclCheck | None] = lambda: None,
     ) -> None:
         """`resources`: the node's resource readings and alarms (memory, disk), for node.info;
         `acl`: the node's current ACL rules (None: no ACL file), read at each decision."""

@@ -194,3 +194,68 @@ async def test_reload_acl_without_an_acl_file(nodes: Callable[..., NodeProcess])
         status, out, err = await cli("amq-config", "-a", at(node), "reload-acl")
         assert (status, out) == (1, "")
         assert err == "Failed: usage - node 'N' has no ACL file (see --acl-file)\n"
+
+
+SEED_RULES = """\
+# The seed's examples (seed 001, the ACL file), on a node's own exchanges and queues.
+acl allow carlt@QPID create exchange name=carl.*
+acl allow guest@QPID bind exchange name=amq.topic routingkey=stocks.rht.#
+acl allow all create queue
+acl allow all access all
+acl deny-log all all
+"""
+
+
+def test_the_acl_file_governs_clients_operations_beside_the_permissions(tmp_path: Path) -> None:
+    """Both may: permissions allow everything here, so each refusal is the ACL file's, a 403 on
+    the channel with the connection going on, and deny-log writes one line per decision."""
+    import pika
+    from pika.exceptions import ChannelClosedByBroker
+
+    from tests.nodes import start_node
+
+    users = tmp_path / "users.toml"
+    set_password(users, "carlt", "carlt-pw")
+    set_password(users, "guest", "guest-pw")
+    acl = tmp_path / "seed.acl"
+    acl.write_text(SEED_RULES)
+    node = start_node(tmp_path, "--users", str(users), "--acl-file", str(acl))
+    try:
+        carlt = pika.BlockingConnection(pika.URLParameters(node.url("carlt", "carlt-pw")))
+        channel = carlt.channel()
+        channel.exchange_declare("carl.orders", "topic")
+        with pytest.raises(ChannelClosedByBroker) as refused:
+            carlt.channel().exchange_declare("dave.orders", "topic")
+        assert refused.value.reply_code == 403
+        assert refused.value.reply_text == (
+            "ACCESS_REFUSED - create access to exchange 'dave.orders' in vhost '/' refused for user"
+            " 'carlt' by the ACL file"
+        )
+        channel.exchange_declare("carl.orders", "topic", passive=True)  # access: allowed
+        queue = channel.queue_declare("", exclusive=True).method.queue
+        with pytest.raises(ChannelClosedByBroker):
+            carlt.channel().queue_bind(queue, "amq.topic", "stocks.rht.nyse")  # guest's rule only
+        guest = pika.BlockingConnection(pika.URLParameters(node.url("guest", "guest-pw")))
+        bound = guest.channel()
+        mine = bound.queue_declare("", exclusive=True).method.queue
+        bound.queue_bind(mine, "amq.topic", "stocks.rht.nyse")
+        with pytest.raises(ChannelClosedByBroker) as refused:
+            guest.channel().queue_bind(mine, "amq.topic", "stocks.ibm")
+        assert refused.value.reply_code == 403
+        publishing = guest.channel()
+        publishing.confirm_delivery()
+        with pytest.raises(ChannelClosedByBroker) as refused:
+            publishing.basic_publish("amq.topic", "stocks.rht.nyse", b"no publish rule")
+        assert refused.value.reply_text == (
+            "ACCESS_REFUSED - publish access to exchange 'amq.topic' in vhost '/' refused for user"
+            " 'guest' by the ACL file"
+        )
+        assert guest.channel().queue_declare(mine, passive=True).method.queue == mine  # still served
+        for connection in (carlt, guest):
+            connection.close()
+        trio.run(until_logged, node, "stocks.ibm")
+        denied = [line for line in node.log().splitlines() if "stocks.ibm" in line]
+        assert len(denied) == 1 and "acl denied: user 'guest' bind exchange" in denied[0]
+        assert denied[0].endswith("seed.acl:6)")
+    finally:
+        node.stop()
