@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gateway.names import DEFAULT_TRANSPORT
 from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
@@ -38,6 +38,8 @@ from topology.model import (
     Vhost,
 )
 from topology.schema import Section
+
+_T = TypeVar("_T")
 
 
 class TopologyError(Exception):
@@ -345,52 +347,37 @@ def _access(
 ) -> Access:
     """The file's [[vhosts]], [[users]], [[permissions]] and [[topic_permissions]], one entry
     per node they name (every node without `nodes`)."""
-    vhosts = tuple(
-        Vhost(node, values["name"], doc.where(where))
-        for where, values in entries["vhosts"]
-        for node in on(values)
-    )
-    users = tuple(
-        User(
-            node,
-            values["name"],
-            tuple(values.get("tags", ())),
-            password_env=values.get("password_env"),
-            password_file=str(folder / Path(values["password_file"]).expanduser())
-            if "password_file" in values
-            else None,
-            where=doc.where(where),
+
+    def each(array: str, build: Callable[[str, dict[str, Any], str], _T]) -> tuple[_T, ...]:
+        return tuple(
+            build(node, values, doc.where(where)) for where, values in entries[array] for node in on(values)
         )
-        for where, values in entries["users"]
-        for node in on(values)
+
+    def password_file(values: dict[str, Any]) -> str | None:
+        path = values.get("password_file")
+        return None if path is None else str(folder / Path(path).expanduser())
+
+    return Access(
+        each("vhosts", lambda node, v, where: Vhost(node, v["name"], where)),
+        each(
+            "users",
+            lambda node, v, where: User(
+                node, v["name"], tuple(v.get("tags", ())), v.get("password_env"), password_file(v), where
+            ),
+        ),
+        each(
+            "permissions",
+            lambda node, v, where: Permission(
+                node, v["user"], v.get("vhost", VHOST), v["configure"], v["write"], v["read"], where
+            ),
+        ),
+        each(
+            "topic_permissions",
+            lambda node, v, where: TopicPermission(
+                node, v["user"], v.get("vhost", VHOST), v["exchange"], v["write"], v["read"], where
+            ),
+        ),
     )
-    permissions = tuple(
-        Permission(
-            node,
-            values["user"],
-            values.get("vhost", VHOST),
-            values["configure"],
-            values["write"],
-            values["read"],
-            doc.where(where),
-        )
-        for where, values in entries["permissions"]
-        for node in on(values)
-    )
-    topic_permissions = tuple(
-        TopicPermission(
-            node,
-            values["user"],
-            values.get("vhost", VHOST),
-            values["exchange"],
-            values["write"],
-            values["read"],
-            doc.where(where),
-        )
-        for where, values in entries["topic_permissions"]
-        for node in on(values)
-    )
-    return Access(vhosts, users, permissions, topic_permissions)
 
 
 def _binding_nodes(
