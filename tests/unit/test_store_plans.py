@@ -18,7 +18,8 @@ from .test_store import add, queued_ids, rows
 # Start-up reads (names with _LOAD) read whole tables by design: they may scan the small
 # topology tables, and read the message tables along an index, never sorting them.
 STARTUP = "_LOAD"
-TOPOLOGY_TABLES = {"vhosts", "exchanges", "queues", "bindings", "q"}  # q: queues in _LOAD_LAST_SEQ
+#: Tables read whole at start: topology, runtime accounts, and q (queues in _LOAD_LAST_SEQ).
+TOPOLOGY_TABLES = {"vhosts", "exchanges", "queues", "bindings", "accounts", "q"}
 SQL_VERBS = ("SELECT", "INSERT", "UPDATE", "DELETE", "PRAGMA")
 
 
