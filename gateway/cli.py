@@ -67,6 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes of ready message bodies each queue keeps in memory; beyond, bodies go to disk"
         " (default 16MiB)",
     )
+    serve.add_argument(
+        "--max-message-size",
+        metavar="SIZE",
+        help="largest message body accepted; a larger one closes its channel with 406 before any of"
+        " it is read (default 128MiB, at most 512MiB)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -188,6 +194,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         disk_free_limit=args.disk_free_limit,
         memory_high_watermark=args.memory_high_watermark,
         queue_memory_budget=args.queue_memory_budget,
+        max_message_size=args.max_message_size,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -218,7 +225,7 @@ def serve(args: argparse.Namespace) -> int:
             name=config.name,
             users=users,
             store=store,
-            limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
+            limits=Limits(config.heartbeat, config.frame_max, config.channel_max, config.max_message_size),
             federation=federation,
             disk_free_limit=config.disk_free_limit,
             memory_high_watermark=config.memory_high_watermark,

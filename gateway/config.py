@@ -27,6 +27,7 @@ from gateway.tomlfile import (
     read_toml,
     table_values,
 )
+from gateway.wire.connection import DEFAULT_MAX_MESSAGE_SIZE
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -128,6 +129,18 @@ def parse_watermark(value: object) -> Watermark:
     )
 
 
+#: The most max_message_size may be (RabbitMQ's limit, 512 MiB).
+MAX_MESSAGE_SIZE_LIMIT = 512 * 2**20
+
+
+def parse_max_message_size(value: object) -> int:
+    """max_message_size: a size (as disk_free_limit) over 0 and at most RabbitMQ's 512 MiB."""
+    size = parse_size(value)
+    if not 0 < size <= MAX_MESSAGE_SIZE_LIMIT:
+        raise Invalid(f"a size over 0 and at most 512MiB ({MAX_MESSAGE_SIZE_LIMIT} bytes)", value)
+    return size
+
+
 def _path(base: Path) -> Callable[[object], Path]:
     def check(value: object) -> Path:
         if not isinstance(value, str) or not value:
@@ -154,6 +167,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "disk_free_limit": parse_size,
         "memory_high_watermark": parse_watermark,
         "queue_memory_budget": parse_size,
+        "max_message_size": parse_max_message_size,
     }
 
 
@@ -193,6 +207,8 @@ class NodeConfig:
     heartbeat: int = 60
     frame_max: int = 131072
     channel_max: int = 2047
+    #: A content header announcing a larger body closes its channel with 406 (RabbitMQ's).
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     #: Vhosts that exist from the start; "/" always does.
     vhosts: tuple[str, ...] = (DEFAULT_VHOST,)
     #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.

@@ -40,7 +40,7 @@ from gateway.broker.outbox import DeliveryFields, GetOk, Return
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
 from gateway.security import AuthenticationFailed, Logins
 from gateway.wire import events
-from gateway.wire.connection import ServerConnection, server_properties
+from gateway.wire.connection import DEFAULT_MAX_MESSAGE_SIZE, ServerConnection, server_properties
 from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
 
 LOGGER = logging.getLogger("gateway.server")
@@ -68,11 +68,12 @@ class ListenError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the node proposes in Connection.Tune."""
+    """What the node proposes in Connection.Tune, and the largest message body it accepts."""
 
     heartbeat: int = 60
     frame_max: int = 131072
     channel_max: int = 2047
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
 class ConnectionHost(Protocol):
@@ -185,6 +186,7 @@ class ConnectionHandler:
             frame_max=node.limits.frame_max,
             channel_max=node.limits.channel_max,
             heartbeat=node.limits.heartbeat,
+            max_message_size=node.limits.max_message_size,
         )
         self.pump = Pump(stream, self.wire, high_water=HIGH_WATER, receive_size=RECEIVE_SIZE)
         self.session: Session | None = None
@@ -326,6 +328,7 @@ class ConnectionHandler:
         while not self._done:
             data = await pump.receive()
             await self._process_events()
+            self._count_content()
             self.node.want_commit()
             self._wake()
             if not data:
@@ -338,8 +341,15 @@ class ConnectionHandler:
                     await self._held(self._blocked)
                     # What arrived with the publish that caused the block is handled now.
                     await self._process_events()
+                    self._count_content()
                     self.node.want_commit()
                     self._wake()
+
+    def _count_content(self) -> None:
+        """Tell the model how much of the bodies being received it holds now
+        (Session.receiving), which may hold this connection before its next read."""
+        if self.session is not None and self.wire.content_in_flight != self.session.unfinished:
+            self.session.receiving(self.wire.content_in_flight)
 
     async def _held(self, reason: str) -> None:
         """A publish of this connection found no room (a full federation outbox, a full

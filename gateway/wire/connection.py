@@ -101,6 +101,10 @@ def _longstr_bytes(value: str | bytes) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
+#: RabbitMQ's default max_message_size: the largest body a content header may announce.
+DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
+
+
 class LocalProtocolError(Exception):
     """Our own code asked for something the connection's state does not allow."""
 
@@ -262,7 +266,7 @@ class ServerConnection(FrameIO):
         channel_max: int = 2047,
         heartbeat: int = 60,
         mechanisms: tuple[str, ...] = ("PLAIN", "AMQPLAIN"),
-        max_message_size: int = 128 * 1024 * 1024,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
         if not frames.FRAME_MIN_SIZE <= frame_max <= 0xFFFFFFFF:
             raise ValueError(f"frame_max must be between 4096 and 2**32 - 1, not {frame_max}")
@@ -284,6 +288,9 @@ class ServerConnection(FrameIO):
         self._channel_max = channel_max
         self._max_message_size = max_message_size
         self._channels: dict[int, _Channel] = {}
+        #: Bytes of message bodies received and still unfinished, over all channels: they
+        #: count toward the node's memory watermark before the message is whole.
+        self.content_in_flight = 0
         super().__init__()
 
     # ------------------------------------------------------------------ input
@@ -570,11 +577,13 @@ class ServerConnection(FrameIO):
         ch.chunks.append(payload)
         ch.remaining -= size
         if ch.remaining:
+            self.content_in_flight += size
             return None
         content = ch.content
         assert content is not None  # set with AWAIT_BODY
         chunks = ch.chunks
         content.body = bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+        self.content_in_flight -= len(content.body) - size
         ch.content = None
         ch.chunks = []
         return self._message(channel, ch, content)
@@ -681,6 +690,7 @@ class ServerConnection(FrameIO):
         )
         self._queue(frames.encode_method(channel, close))
         ch.state = ChannelState.CLOSING
+        self.content_in_flight -= sum(map(len, ch.chunks))
         ch.content = None
         ch.chunks = []
 
