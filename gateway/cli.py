@@ -17,6 +17,7 @@ import trio
 
 from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
+from gateway.logformat import configure_logging
 from gateway.memoryalarm import one_heap
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
@@ -204,10 +205,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
 
 def serve(args: argparse.Namespace) -> int:
     config = node_config(args)
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level)
     collector.install()
     one_heap()
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
