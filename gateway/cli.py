@@ -74,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="largest message body accepted; a larger one closes its channel with 406 before any of"
         " it is read (default 128MiB, at most 512MiB)",
     )
+    serve.add_argument(
+        "--max-connections",
+        metavar="N",
+        help="connections the node lets open at once; more are refused with 530 at Connection.Open"
+        " (default: no limit)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -196,6 +202,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         memory_high_watermark=args.memory_high_watermark,
         queue_memory_budget=args.queue_memory_budget,
         max_message_size=args.max_message_size,
+        max_connections=args.max_connections,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -229,6 +236,8 @@ def serve(args: argparse.Namespace) -> int:
             memory_high_watermark=config.memory_high_watermark,
             queue_memory_budget=config.queue_memory_budget,
             queue_defaults=config.queue_defaults,
+            max_connections=config.max_connections,
+            vhost_limits=config.vhost_limits,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

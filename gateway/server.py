@@ -30,6 +30,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -37,6 +38,7 @@ from pamqp import commands
 
 from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
+from gateway.connlimits import ConnectionLimits
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
 from gateway.security import AuthenticationFailed, Logins
 from gateway.wire import events
@@ -83,6 +85,7 @@ class ConnectionHost(Protocol):
     limits: Limits
     broker: Broker
     logins: Logins
+    connections: ConnectionLimits
 
     def want_commit(self) -> None:
         """Called after each batch of input: the store may have writes to commit."""
@@ -208,6 +211,8 @@ class ConnectionHandler:
         self._peer_closed = False
         #: The handshake finished (Open-Ok sent): the session may be gone since, released.
         self._opened = False
+        #: The vhost this connection counts in (gateway.connlimits) until it is released.
+        self._admitted: str | None = None
         self._nursery: trio.Nursery | None = None
         self._handshake_scope = trio.CancelScope()
 
@@ -286,6 +291,14 @@ class ConnectionHandler:
         if self.session is not None:
             self.session.disconnect()
             self.session = None
+        if self._admitted is not None:
+            self.node.connections.leave(self, self.user, self._admitted)
+            self._admitted = None
+
+    @property
+    def open_channels(self) -> int:
+        """Channels open on this connection (for a user's channel limit)."""
+        return self.wire.channel_count
 
     async def run(self) -> None:
         LOGGER.debug("accepted connection from %s", self.peer)
@@ -443,6 +456,10 @@ class ConnectionHandler:
                 f"access to vhost '{event.vhost}' refused for user '{self.user.name}'",
                 commands.Connection.Open,
             )
+        self.node.connections.admit(self, self.user, event.vhost)
+        self._admitted = event.vhost
+        if self.user.max_channels is not None:
+            self.wire.channel_gate = partial(self.node.connections.channel_refusal, self.user)
         self.client_capabilities = self.wire.client_capabilities
         self.session = self.node.broker.connect(self, self.user, event.vhost, self.wire.client_properties)
         self.wire.accept_open()

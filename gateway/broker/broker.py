@@ -75,6 +75,8 @@ class Broker:
         #: Queue arguments every queue of a vhost gets unless its declare gives them (the node
         #: config's [vhost."NAME"] capacities), by vhost name.
         self.queue_defaults: dict[str, dict[str, Any]] = {}
+        #: How many queues a vhost may hold (RabbitMQ's vhost limit max-queues), by vhost name.
+        self.max_queues: dict[str, int] = {}
         #: Bytes of ready bodies a queue keeps in memory (gateway.broker.paging).
         self.queue_memory_budget = QUEUE_MEMORY_BUDGET
         #: Where bodies the store does not keep go when they leave memory; None: they stay.

@@ -6,6 +6,7 @@ password = "scrypt$n=16384,r=8,p=1$<salt>$<hash>"   # made by `amq-gateway passw
 vhosts = ["/"]                # optional; omitted = every vhost
 tags = ["administrator"]      # optional
 loopback_only = false         # optional; true by default for "guest" and "peering", as in RabbitMQ
+limits = { max-connections = 5, max-channels = 100 }   # optional: RabbitMQ's user limits
 
 [credentials.peering]         # what this node presents when IT logs in to a parent (federation)
 password = "plain text"       # plain text: the node has to send it
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gateway.security.passwords import PasswordHash, VerifiedCache
-from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
+from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, integer, read_toml, table_values
 
 _T = TypeVar("_T")
 
@@ -35,7 +36,11 @@ GUEST = "guest"
 PEERING = "peering"
 #: Users that may connect from loopback only unless the file says otherwise.
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
-_KEYS = ("password", "vhosts", "tags", "loopback_only")
+_KEYS = ("password", "vhosts", "tags", "loopback_only", "limits")
+#: RabbitMQ's user limits, by their names there (`rabbitmqctl set_user_limits`).
+USER_LIMITS = ("max-connections", "max-channels")
+#: A limit's check: how many at most (0 refuses every one).
+LIMIT = integer(0, 2**31 - 1)
 _SECTIONS = ("users", "credentials")
 
 
@@ -62,6 +67,10 @@ class User:
     vhosts: frozenset[str] | None = None
     tags: tuple[str, ...] = ()
     loopback_only: bool = False
+    #: How many connections the user may have open at once over the node (None: no limit).
+    max_connections: int | None = None
+    #: How many channels the user may have open at once over all its connections.
+    max_channels: int | None = None
 
     def may_access(self, vhost: str) -> bool:
         return self.vhosts is None or vhost in self.vhosts
@@ -188,11 +197,16 @@ def _parse(doc: TomlFile) -> list[_Record]:
         vhosts = _optional(doc, entry, where, "vhosts", string_list)
         tags = _optional(doc, entry, where, "tags", string_list)
         loopback_only = _optional(doc, entry, where, "loopback_only", _bool)
+        limits = table_values(
+            doc, (*where, "limits"), entry.get("limits", {}), dict.fromkeys(USER_LIMITS, LIMIT)
+        )
         user = User(
             name,
             frozenset(vhosts) if vhosts is not None else None,
             tuple(tags or ()),
             name in _LOOPBACK_BY_DEFAULT if loopback_only is None else loopback_only,
+            max_connections=limits.get("max-connections"),
+            max_channels=limits.get("max-channels"),
         )
         records.append(_Record(user, password))
     return records

@@ -31,6 +31,7 @@ Hot path: Basic.Publish, content header, body frames and Basic.Ack are decoded b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -291,6 +292,9 @@ class ServerConnection(FrameIO):
         #: Bytes of message bodies received and still unfinished, over all channels: they
         #: count toward the node's memory watermark before the message is whole.
         self.content_in_flight = 0
+        #: Asked at each Channel.Open: a reason to refuse it (530, the connection closes), or
+        #: None. The node sets it for users with a channel limit over all their connections.
+        self.channel_gate: Callable[[], str | None] | None = None
         super().__init__()
 
     # ------------------------------------------------------------------ input
@@ -457,7 +461,7 @@ class ServerConnection(FrameIO):
 
     def _open_channel(self, channel: int, method: base.Frame) -> ChannelOpened:
         """Channel.Open, unless channel_max channels are open already (closing ones count
-        until their Close-Ok): RabbitMQ's 530 and text."""
+        until their Close-Ok), or `channel_gate` says why not: RabbitMQ's 530 and text."""
         count = len(self._channels)
         if count >= self._channel_max:
             raise _PeerError(
@@ -467,6 +471,9 @@ class ServerConnection(FrameIO):
                     method,
                 )
             )
+        refusal = self.channel_gate() if self.channel_gate is not None else None
+        if refusal is not None:
+            raise _PeerError(not_allowed(refusal, method))
         self._channels[channel] = _Channel()
         self._queue(frames.encode_method(channel, commands.Channel.OpenOk()))
         return ChannelOpened(channel)
@@ -693,6 +700,11 @@ class ServerConnection(FrameIO):
         self.content_in_flight -= sum(map(len, ch.chunks))
         ch.content = None
         ch.chunks = []
+
+    @property
+    def channel_count(self) -> int:
+        """Channels open now, closing ones included (they count toward channel_max too)."""
+        return len(self._channels)
 
     def is_channel_open(self, channel: int) -> bool:
         """True when the broker may send on `channel` (open, not closing)."""

@@ -877,6 +877,17 @@ def test_content_in_flight_counts_unfinished_bodies_until_whole_or_dropped() -> 
     assert conn.content_in_flight == 0
 
 
+def test_a_channel_gate_refuses_channel_open_with_530_instead_of_open_ok() -> None:
+    conn = opened((1,))
+    reasons: list[str | None] = [None, "user limit reached"]
+    conn.channel_gate = lambda: reasons.pop(0)
+    assert feed(conn, m(commands.Channel.Open(), 2)) == [ChannelOpened(2)]
+    conn.data_to_send()
+    events = feed(conn, m(commands.Channel.Open(), 3))
+    assert_closed_with(conn, events, 530, ids=(20, 10))
+    assert conn.channel_count == 2
+
+
 def test_close_texts_are_cut_to_255_bytes() -> None:
     conn = opened()
     conn.close_channel(1, AMQPError(406, "é" * 200))
