@@ -22,6 +22,8 @@ from gateway.memoryalarm import one_heap
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
 from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
+from gateway.security.password_input import HELP as PASSWORD_HELP
+from gateway.security.password_input import PasswordUnavailable, add_password_options, given_password
 from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
@@ -109,11 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     passwd = commands.add_parser(
-        "passwd", help="add a user to a users file, or change a password (and vhosts or tags)"
+        "passwd",
+        help="add a user to a users file, or change a password (and vhosts or tags)",
+        description="Add a user to a users file, or change its password (and vhosts or tags). "
+        + PASSWORD_HELP
+        + " The prompt asks twice.",
     )
     passwd.add_argument("users_file", type=Path, metavar="FILE")
     passwd.add_argument("username", metavar="USER")
-    passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add_password_options(passwd)
     passwd.add_argument(
         "--vhost",
         action="append",
@@ -181,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                 return clean(args.topology_file, args.var)
             options = Options(args.var, args.traffic, not args.exit, args.restart, args.fresh)
             return up(args.topology_file, options)
-        password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+        password = given_password(args)
         return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
-    except (ConfigError, UsersFileError, StoreError) as exc:
+    except (ConfigError, UsersFileError, StoreError, PasswordUnavailable) as exc:
         print(f"amq-gateway: error: {exc}", file=sys.stderr)
         return 1
 
