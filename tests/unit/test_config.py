@@ -282,6 +282,10 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "disk_free_limit",
         "memory_high_watermark",
         "queue_memory_budget",
+        "max_message_size",
+        "max_connections",
+        "max-connections",
+        "max-queues",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
 
