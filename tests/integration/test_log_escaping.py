@@ -41,16 +41,17 @@ def test_a_queue_name_and_a_user_name_with_newlines_forge_no_log_line(tmp_path: 
     assert any(f"eve\\n{FORGED}" in line for line in escaped), escaped  # logged as repr() already
 
 
-def test_messages_are_escaped_and_tracebacks_keep_their_lines() -> None:
+def test_messages_are_escaped_and_tracebacks_keep_their_lines_indented() -> None:
     formatter = EscapingFormatter(LOG_FORMAT)
     try:
-        raise ValueError("boom")
+        raise ValueError(f"no queue 'q\n{FORGED}'")
     except ValueError:
         record = logging.LogRecord(
             "gateway.x", logging.ERROR, __file__, 1, "queue %r\n%s", ("a\nb", "c\u2028d\x85"), sys.exc_info()
         )
-    text = formatter.format(record)
-    first, *rest = text.split("\n")
+    first, *rest = formatter.format(record).split("\n")
     assert first.endswith("gateway.x: queue 'a\\nb'\\x0ac\\u2028d\\x85")
-    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"
+    assert rest[0] == "  Traceback (most recent call last):"
+    assert rest[-2:] == ["  ValueError: no queue 'q", f"  {FORGED}'"]  # indented: no record of its own
+    assert all(line.startswith("  ") for line in rest)
     assert escape_controls("tab\there\x7f") == "tab\\x09here\\x7f"
