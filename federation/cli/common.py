@@ -88,7 +88,7 @@ def with_passwords(args: argparse.Namespace) -> argparse.Namespace:
     from --password-file, --password-stdin, AMQ_PASSWORD or a prompt, read once for all of
     them; a usage error (exit 2) when none gives one."""
     password: str | None = None
-    for name, value in vars(args).items():
+    for name, value in list(vars(args).items()):
         address = value.address if isinstance(value, Parent) else value
         if not isinstance(address, BrokerAddress) or not address.needs_password:
             continue
