@@ -55,8 +55,9 @@ CHECK_INTERVAL = 1.0
 #: The hold is released once the node is under this fraction of its watermark (hysteresis, so
 #: that publishers are not blocked and unblocked at every reading near the mark).
 RESUME_FRACTION = 0.9
-#: Connections receiving bodies not yet whole are held from this fraction of the watermark,
-#: and released under RESUME_FRACTION of it: below the alarm that holds every publisher, so
+#: Connections receiving bodies not yet whole are held from this fraction of the watermark
+#: (the content mark), released under RESUME_FRACTION of that mark: below the alarm that holds
+#: every publisher, so
 #: that unfinished messages (whose memory nothing but their end frees) cannot set it...
 CONTENT_FRACTION = 0.9
 #: ... while unfinished bodies take this fraction of the watermark or more: a publisher of
