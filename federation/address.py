@@ -1,6 +1,10 @@
 """Where a peer node is: `BrokerAddress`, parsed from qpid-route's "[user/password@]host[:port]"
 or an AMQP URL, "amqp://user:password@host:port/vhost" (RabbitMQ's form, percent-encoded).
 
+A password written in an address is visible to every user of the machine (`ps`); `user@host`
+and `amqp://user@host` leave it out (an empty password), for the CLIs to fill from a file,
+standard input, AMQ_PASSWORD or a prompt (gateway.security.password_input).
+
 `str(address)` is `host:port` without credentials: it is what link lists and logs show, so a
 password never reaches them.
 """
@@ -26,8 +30,8 @@ class BrokerAddress:
 
     @classmethod
     def parse(cls, text: str) -> BrokerAddress:
-        """Parse `host`, `host:port`, `user/password@host:port`, `[::1]:5673` or an
-        `amqp://user:password@host:port/vhost` URL.
+        """Parse `host`, `host:port`, `user/password@host:port`, `user@host:port` (no password:
+        an empty one), `[::1]:5673` or an `amqp://user:password@host:port/vhost` URL.
 
         The password may contain "@" and "/" (the last "@" ends the credentials, the first "/"
         ends the user name). Raises ValueError with a sentence naming the problem.
@@ -52,12 +56,17 @@ class BrokerAddress:
         credentials, at, location = authority.rpartition("@")
         username, password = "guest", "guest"
         if at:
-            username, colon, password = (unquote(part) for part in credentials.partition(":"))
-            if not colon or not username:
-                raise ValueError(f"broker address {text!r}: a URL's credentials are user:password")
+            username, _, password = (unquote(part) for part in credentials.partition(":"))
+            if not username:
+                raise ValueError(f"broker address {text!r}: a URL's credentials are user[:password]")
         host, port = _location(text, location)
         vhost = unquote(path.partition("?")[0]) if slash else ""
         return cls(unquote(host), port, username, password, vhost or None)
+
+    @property
+    def needs_password(self) -> bool:
+        """A user was named without a password (`user@host`): the CLI supplies it."""
+        return not self.password
 
     def __str__(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -65,9 +74,7 @@ class BrokerAddress:
 
 
 def _credentials(text: str, credentials: str) -> tuple[str, str]:
-    username, slash, password = credentials.partition("/")
-    if not slash:
-        raise ValueError(f"broker address {text!r}: credentials must be user/password")
+    username, _, password = credentials.partition("/")
     if not username:
         raise ValueError(f"broker address {text!r} has an empty user name")
     return username, password

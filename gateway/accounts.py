@@ -3,7 +3,7 @@
 `topic-permissions`, kept in the node's store.
 
 Which wins when the users file and the node both name a user: a user's whole record (password
-hash, tags, loopback rule, vhosts, permissions) comes from one place. It is the users file's until the user
+hash, tags, loopback rule, vhosts, permissions, limits) comes from one place. It is the users file's until the user
 is first changed at runtime; from then on it is the store's, which keeps it (or that it was
 deleted) across restarts, and the file's entry for that name is ignored, with a warning at start
 naming it. So a runtime change is never undone by a restart, and the file stays what seeds a
@@ -360,6 +360,8 @@ def _record(user: User, password: PasswordHash) -> dict[str, Any]:
         "topic_permissions": [
             [vhost, topic.exchange, topic.write, topic.read] for vhost, topic in user.permissions.topics
         ],
+        "max_connections": user.max_connections,
+        "max_channels": user.max_channels,
     }
 
 
@@ -375,4 +377,6 @@ def _user(name: str, record: dict[str, Any]) -> User:
         tuple(record["tags"]),
         record["loopback_only"],
         grants,
+        record.get("max_connections"),
+        record.get("max_channels"),
     )

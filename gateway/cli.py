@@ -17,10 +17,13 @@ import trio
 
 from gateway import __version__, collector
 from gateway.config import NodeConfig, load_node_config
+from gateway.logformat import configure_logging
 from gateway.memoryalarm import one_heap
 from gateway.names import DEFAULT_PORT
 from gateway.node import Node
 from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
+from gateway.security.password_input import HELP as PASSWORD_HELP
+from gateway.security.password_input import PasswordUnavailable, add_password_options, given_password
 from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
 from gateway.tomlfile import ConfigError
@@ -73,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes of ready message bodies each queue keeps in memory; beyond, bodies go to disk"
         " (default 16MiB)",
     )
+    serve.add_argument(
+        "--max-message-size",
+        metavar="SIZE",
+        help="largest message body accepted; a larger one closes its channel with 406 before any of"
+        " it is read (default 128MiB, at most 512MiB)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        metavar="N",
+        help="connections the node lets open at once; more are refused with 530 at Connection.Open"
+        " (default: no limit)",
+    )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
         "--attach",
@@ -102,11 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     passwd = commands.add_parser(
-        "passwd", help="add a user to a users file, or change a password (and vhosts or tags)"
+        "passwd",
+        help="add a user to a users file, or change a password (and vhosts or tags)",
+        description="Add a user to a users file, or change its password (and vhosts or tags). "
+        + PASSWORD_HELP
+        + " The prompt asks twice.",
     )
     passwd.add_argument("users_file", type=Path, metavar="FILE")
     passwd.add_argument("username", metavar="USER")
-    passwd.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add_password_options(passwd)
     passwd.add_argument(
         "--vhost",
         action="append",
@@ -174,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                 return clean(args.topology_file, args.var)
             options = Options(args.var, args.traffic, not args.exit, args.restart, args.fresh)
             return up(args.topology_file, options)
-        password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+        password = given_password(args)
         return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
-    except (ConfigError, UsersFileError, StoreError) as exc:
+    except (ConfigError, UsersFileError, StoreError, PasswordUnavailable) as exc:
         for line in str(exc).splitlines():  # an ACL file's errors: one line each
             print(f"amq-gateway: error: {line}", file=sys.stderr)
         return 1
@@ -196,6 +215,8 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         disk_free_limit=args.disk_free_limit,
         memory_high_watermark=args.memory_high_watermark,
         queue_memory_budget=args.queue_memory_budget,
+        max_message_size=args.max_message_size,
+        max_connections=args.max_connections,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -205,10 +226,7 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
 
 def serve(args: argparse.Namespace) -> int:
     config = node_config(args)
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level)
     collector.install()
     one_heap()
     users = UsersDB.load(config.users_file) if config.users_file else UsersDB.default()
@@ -227,12 +245,14 @@ def serve(args: argparse.Namespace) -> int:
             users=users,
             acl_file=config.acl_file,
             store=store,
-            limits=Limits(config.heartbeat, config.frame_max, config.channel_max),
+            limits=Limits(config.heartbeat, config.frame_max, config.channel_max, config.max_message_size),
             federation=federation,
             disk_free_limit=config.disk_free_limit,
             memory_high_watermark=config.memory_high_watermark,
             queue_memory_budget=config.queue_memory_budget,
             queue_defaults=config.queue_defaults,
+            max_connections=config.max_connections,
+            vhost_limits=config.vhost_limits,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

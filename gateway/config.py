@@ -17,6 +17,7 @@ from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
 from gateway.names import DEFAULT_PORT, DEFAULT_VHOST
+from gateway.security.users import LIMIT
 from gateway.tomlfile import (
     ConfigError,
     Invalid,
@@ -27,6 +28,7 @@ from gateway.tomlfile import (
     read_toml,
     table_values,
 )
+from gateway.wire.connection import DEFAULT_MAX_MESSAGE_SIZE
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -128,6 +130,18 @@ def parse_watermark(value: object) -> Watermark:
     )
 
 
+#: The most max_message_size may be (RabbitMQ's limit, 512 MiB).
+MAX_MESSAGE_SIZE_LIMIT = 512 * 2**20
+
+
+def parse_max_message_size(value: object) -> int:
+    """max_message_size: a size (as disk_free_limit) over 0 and at most RabbitMQ's 512 MiB."""
+    size = parse_size(value)
+    if not 0 < size <= MAX_MESSAGE_SIZE_LIMIT:
+        raise Invalid(f"a size over 0 and at most 512MiB ({MAX_MESSAGE_SIZE_LIMIT} bytes)", value)
+    return size
+
+
 def _path(base: Path) -> Callable[[object], Path]:
     def check(value: object) -> Path:
         if not isinstance(value, str) or not value:
@@ -155,6 +169,8 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "disk_free_limit": parse_size,
         "memory_high_watermark": parse_watermark,
         "queue_memory_budget": parse_size,
+        "max_message_size": parse_max_message_size,
+        "max_connections": LIMIT,
     }
 
 
@@ -162,7 +178,7 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
 _FIELDS = {"users": "users_file"}
 
 #: Keys whose flag values arrive as text and are read as integers.
-_INTEGER_KEYS = frozenset({"port", "heartbeat", "frame_max", "channel_max"})
+_INTEGER_KEYS = frozenset({"port", "heartbeat", "frame_max", "channel_max", "max_connections"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,6 +212,12 @@ class NodeConfig:
     heartbeat: int = 60
     frame_max: int = 131072
     channel_max: int = 2047
+    #: A content header announcing a larger body closes its channel with 406 (RabbitMQ's).
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Connections the node lets open at once (None: no limit); more are refused with 530.
+    max_connections: int | None = None
+    #: RabbitMQ's vhost limits from the [vhost."NAME"] tables: name -> {"max-connections": N, ...}.
+    vhost_limits: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Vhosts that exist from the start; "/" always does.
     vhosts: tuple[str, ...] = (DEFAULT_VHOST,)
     #: Bytes that must stay free on the data dir's filesystem; below, publishers are held.
@@ -273,10 +295,16 @@ def load_node_config(path: Path | str) -> NodeConfig:
     if node.get("memory") is True and "data_dir" in node:
         raise doc.error(("node", "memory"), "true conflicts with node.data_dir; keep only one")
     values = {_FIELDS.get(key, key): value for key, value in node.items()}
-    queue_defaults = _queue_defaults(doc)
-    if queue_defaults:
-        values["vhosts"] = tuple(dict.fromkeys([*values.get("vhosts", (DEFAULT_VHOST,)), *queue_defaults]))
-    return NodeConfig(**values, queue_defaults=queue_defaults, federation=load_federation_settings(doc))
+    queue_defaults, vhost_limits = _vhost_tables(doc)
+    named = [*queue_defaults, *vhost_limits]
+    if named:
+        values["vhosts"] = tuple(dict.fromkeys([*values.get("vhosts", (DEFAULT_VHOST,)), *named]))
+    return NodeConfig(
+        **values,
+        queue_defaults=queue_defaults,
+        vhost_limits=vhost_limits,
+        federation=load_federation_settings(doc),
+    )
 
 
 #: [vhost."NAME"] keys -> the queue argument each one sets.
@@ -286,12 +314,18 @@ _VHOST_QUEUE_ARGUMENTS = {
 }
 
 
-def _queue_defaults(doc: TomlFile) -> dict[str, dict[str, int]]:
-    """The [vhost."NAME"] tables: each vhost's default queue capacities (the vhost is created)."""
+#: [vhost."NAME"] keys that are RabbitMQ's vhost limits (`rabbitmqctl set_vhost_limits`).
+VHOST_LIMITS = ("max-connections", "max-queues")
+
+
+def _vhost_tables(doc: TomlFile) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """The [vhost."NAME"] tables (each vhost named is created): each vhost's default queue
+    capacities, and its limits."""
     tables = doc.data.get("vhost", {})
     if not isinstance(tables, dict):
         raise doc.error(("vhost",), f'expected [vhost."NAME"] tables, got {describe(tables)}')
     defaults: dict[str, dict[str, int]] = {}
+    limits: dict[str, dict[str, int]] = {}
     for name, table in tables.items():
         where = ("vhost", name)
         try:
@@ -300,10 +334,16 @@ def _queue_defaults(doc: TomlFile) -> dict[str, dict[str, int]]:
             raise doc.error(
                 where, "expected a vhost name (a non-empty string of at most 255 bytes)"
             ) from None
-        values = table_values(doc, where, table, dict.fromkeys(_VHOST_QUEUE_ARGUMENTS, parse_size))
+        values = table_values(
+            doc,
+            where,
+            table,
+            {**dict.fromkeys(_VHOST_QUEUE_ARGUMENTS, parse_size), **dict.fromkeys(VHOST_LIMITS, LIMIT)},
+        )
+        limits[name] = {key: values.pop(key) for key in VHOST_LIMITS if key in values}
         if "flow_resume_capacity" in values and "capacity" not in values:
             raise doc.error((*where, "flow_resume_capacity"), "needs a capacity in the same table")
         if values.get("flow_resume_capacity", 0) > values.get("capacity", 0):
             raise doc.error((*where, "flow_resume_capacity"), "must not be greater than capacity")
         defaults[name] = {_VHOST_QUEUE_ARGUMENTS[key]: value for key, value in values.items()}
-    return defaults
+    return defaults, {name: values for name, values in limits.items() if values}

@@ -18,8 +18,15 @@ is on, freed heap memory is handed back to the system before each reading (glibc
 medium-sized blocks otherwise, and RSS would stay above the resume mark after every consumer
 has drained its queue).
 
-Like the disk limit it is a watermark, not a reservation: one publish per connection, and
-what the federation links already hold, may still go over it.
+Bodies still being received count as they arrive (Session.receiving). Once the node reaches
+CONTENT_FRACTION of its watermark (the broker's content hold), while unfinished bodies take
+UNFINISHED_FRACTION of the watermark or more, a connection receiving more of one is held like
+a publisher: one user with many channels each sending part of a large body cannot take the
+node to the watermark (and hold everybody) with messages that never end, while whole
+messages, consumers and management go on below the watermark.
+
+Like the disk limit it is a watermark, not a reservation: one publish (or one read of a body)
+per connection, and what the federation links already hold, may still go over it.
 """
 
 from __future__ import annotations
@@ -48,6 +55,14 @@ CHECK_INTERVAL = 1.0
 #: The hold is released once the node is under this fraction of its watermark (hysteresis, so
 #: that publishers are not blocked and unblocked at every reading near the mark).
 RESUME_FRACTION = 0.9
+#: Connections receiving bodies not yet whole are held from this fraction of the watermark
+#: (the content mark), released under RESUME_FRACTION of that mark: below the alarm that holds
+#: every publisher, so
+#: that unfinished messages (whose memory nothing but their end frees) cannot set it...
+CONTENT_FRACTION = 0.9
+#: ... while unfinished bodies take this fraction of the watermark or more: a publisher of
+#: whole large messages (a few in flight at a time) is held by the alarm between two of them.
+UNFINISHED_FRACTION = 0.1
 #: The least publishing the node accepts between two unscheduled readings, so that a node
 #: just under its watermark does not read its memory at every publish.
 MIN_BUDGET = 1 << 20
@@ -147,6 +162,9 @@ class MemoryAlarm:
         self.broker = broker
         self.watermark = watermark
         self.resume = int(watermark * RESUME_FRACTION)
+        self.content_mark = int(watermark * CONTENT_FRACTION)
+        self.content_resume = int(self.content_mark * RESUME_FRACTION)
+        broker.unfinished_limit = int(watermark * UNFINISHED_FRACTION)
         self._resident = resident
         self._release = release
         #: RSS at the last reading.
@@ -161,7 +179,7 @@ class MemoryAlarm:
         """Read the node's memory now; raise or release the hold on a change, and give the
         broker the bytes it may accept before the next unscheduled reading."""
         broker = self.broker
-        if self.on:
+        if self.on or broker.content_hold is not None:
             self._release()
         try:
             self.used = used = self._resident()
@@ -191,7 +209,31 @@ class MemoryAlarm:
                 self.resume,
                 self.watermark,
             )
-        broker.memory_budget = max(self.watermark - used, MIN_BUDGET)
+        self._check_content(used)
+        mark = self.content_mark if used < self.content_mark else self.watermark
+        broker.memory_budget = max(mark - used, MIN_BUDGET)
+
+    def _check_content(self, used: int) -> None:
+        """Raise or release the content hold (bodies still being received) at its own marks."""
+        broker = self.broker
+        hold = broker.content_hold
+        if hold is None and used >= self.content_mark:
+            broker.content_hold = Hold(
+                f"low on memory: the node uses {used} bytes; message bodies still being received"
+                f" wait under {self.content_resume} bytes"
+            )
+            LOGGER.warning(
+                "memory: the node uses %d bytes (content mark %d, memory_high_watermark %d); holding"
+                " connections with message bodies still being received until it is under %d bytes",
+                used,
+                self.content_mark,
+                self.watermark,
+                self.content_resume,
+            )
+        elif hold is not None and used < self.content_resume:
+            broker.content_hold = None
+            hold.release()
+            LOGGER.info("memory: the node uses %d bytes; message bodies still being received resume", used)
 
     async def run(self) -> None:
         """Read every CHECK_INTERVAL seconds, until cancelled."""

@@ -30,6 +30,7 @@ from gateway.accounts import Accounts
 from gateway.broker import Broker, Session
 from gateway.broker.names import describe
 from gateway.broker.paging import QUEUE_MEMORY_BUDGET
+from gateway.connlimits import ConnectionLimits
 from gateway.diskalarm import DEFAULT_LIMIT, DiskAlarm, free_bytes
 from gateway.federation_config import FederationSettings
 from gateway.management import Management, ManagementError
@@ -86,6 +87,8 @@ class Node:
         memory_high_watermark: Watermark = DEFAULT_WATERMARK,
         queue_memory_budget: int = QUEUE_MEMORY_BUDGET,
         queue_defaults: dict[str, dict[str, Any]] | None = None,
+        max_connections: int | None = None,
+        vhost_limits: dict[str, dict[str, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`clock` is the node's one monotonic clock, read by the model (TTLs, queue expiry)
@@ -108,8 +111,16 @@ class Node:
         )
         self.store = store
         self.limits = limits
+        self.connections = ConnectionLimits(max_connections, vhost_limits)
         self.broker = Broker(store=store, node_name=name, clock=clock, wall_clock=time.time)
         self.broker.queue_defaults.update(queue_defaults or {})
+        self.broker.max_queues.update(
+            {
+                name: limits["max-queues"]
+                for name, limits in (vhost_limits or {}).items()
+                if "max-queues" in limits
+            }
+        )
         self.broker.queue_memory_budget = queue_memory_budget
         self.spill = self.broker.spill = SpillFile.open(None if store is None else store.data_dir)
         self.disk_alarm = (

@@ -30,6 +30,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -37,10 +38,11 @@ from pamqp import commands
 
 from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
+from gateway.connlimits import ConnectionLimits
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
 from gateway.security import AuthenticationFailed, Authority, Logins
 from gateway.wire import events
-from gateway.wire.connection import ServerConnection, server_properties
+from gateway.wire.connection import DEFAULT_MAX_MESSAGE_SIZE, ServerConnection, server_properties
 from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
 
 LOGGER = logging.getLogger("gateway.server")
@@ -68,11 +70,12 @@ class ListenError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the node proposes in Connection.Tune."""
+    """What the node proposes in Connection.Tune, and the largest message body it accepts."""
 
     heartbeat: int = 60
     frame_max: int = 131072
     channel_max: int = 2047
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
 
 
 class ConnectionHost(Protocol):
@@ -83,6 +86,7 @@ class ConnectionHost(Protocol):
     broker: Broker
     logins: Logins
     authority: Authority
+    connections: ConnectionLimits
 
     def want_commit(self) -> None:
         """Called after each batch of input: the store may have writes to commit."""
@@ -186,6 +190,7 @@ class ConnectionHandler:
             frame_max=node.limits.frame_max,
             channel_max=node.limits.channel_max,
             heartbeat=node.limits.heartbeat,
+            max_message_size=node.limits.max_message_size,
         )
         self.pump = Pump(stream, self.wire, high_water=HIGH_WATER, receive_size=RECEIVE_SIZE)
         self.session: Session | None = None
@@ -207,6 +212,8 @@ class ConnectionHandler:
         self._peer_closed = False
         #: The handshake finished (Open-Ok sent): the session may be gone since, released.
         self._opened = False
+        #: The vhost this connection counts in (gateway.connlimits) until it is released.
+        self._admitted: str | None = None
         self._nursery: trio.Nursery | None = None
         self._handshake_scope = trio.CancelScope()
 
@@ -285,6 +292,14 @@ class ConnectionHandler:
         if self.session is not None:
             self.session.disconnect()
             self.session = None
+        if self._admitted is not None:
+            self.node.connections.leave(self, self.user, self._admitted)
+            self._admitted = None
+
+    @property
+    def open_channels(self) -> int:
+        """Channels open on this connection (for a user's channel limit)."""
+        return self.wire.channel_count
 
     async def run(self) -> None:
         LOGGER.debug("accepted connection from %s", self.peer)
@@ -327,6 +342,7 @@ class ConnectionHandler:
         while not self._done:
             data = await pump.receive()
             await self._process_events()
+            self._count_content()
             self.node.want_commit()
             self._wake()
             if not data:
@@ -339,8 +355,15 @@ class ConnectionHandler:
                     await self._held(self._blocked)
                     # What arrived with the publish that caused the block is handled now.
                     await self._process_events()
+                    self._count_content()
                     self.node.want_commit()
                     self._wake()
+
+    def _count_content(self) -> None:
+        """Tell the model how much of the bodies being received it holds now
+        (Session.receiving), which may hold this connection before its next read."""
+        if self.session is not None and self.wire.content_in_flight != self.session.unfinished:
+            self.session.receiving(self.wire.content_in_flight)
 
     async def _held(self, reason: str) -> None:
         """A publish of this connection found no room (a full federation outbox, a full
@@ -435,6 +458,10 @@ class ConnectionHandler:
                 f"access to vhost '{event.vhost}' refused for user '{self.user.name}'",
                 commands.Connection.Open,
             )
+        self.node.connections.admit(self, self.user, event.vhost)
+        self._admitted = event.vhost
+        if self.user.max_channels is not None:
+            self.wire.channel_gate = partial(self.node.connections.channel_refusal, self.user)
         self.client_capabilities = self.wire.client_capabilities
         properties = self.wire.client_properties
         access = authority.session(self.user.name, event.vhost, properties)

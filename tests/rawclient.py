@@ -77,14 +77,20 @@ class RawClient:
             self.sock.settimeout(READ_TIMEOUT)
 
     def handshake(
-        self, heartbeat: int = 0, vhost: str = "/", frame_max: int = 131072
+        self,
+        heartbeat: int = 0,
+        vhost: str = "/",
+        frame_max: int = 131072,
+        client_properties: dict | None = None,
     ) -> commands.Connection.Tune:
         self.send(PROTOCOL_HEADER)
         _, start = self.read_frame()
         assert isinstance(start, commands.Connection.Start)
         self.send_frame(
             commands.Connection.StartOk(
-                client_properties={"product": "rawclient"}, mechanism="PLAIN", response="\0guest\0guest"
+                client_properties=client_properties or {"product": "rawclient"},
+                mechanism="PLAIN",
+                response="\0guest\0guest",
             )
         )
         _, tune = self.read_frame()

@@ -23,6 +23,7 @@ from pathlib import Path
 import trio
 
 from gateway.ready import ready_address
+from gateway.store.opening import private_file
 from topology.model import Node
 
 #: Seconds a node has to log its ready line after it was started.
@@ -114,10 +115,12 @@ def serve_command(node: Node, data_dir: Path) -> list[str]:
 
 
 async def start(node: Node, var: Path) -> NodeProcess:
-    """Start one node with its data in `var/<name>`, appending to its log `var/<name>/node.log`."""
+    """Start one node with its data in `var/<name>`, appending to its log `var/<name>/node.log`
+    (readable by its owner only)."""
     data_dir = var / node.name
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "node.log"
+    private_file(log_path)  # it names clients, queues and users: the store's mode, 0600
     with log_path.open("ab") as log:
         log_start = log.seek(0, os.SEEK_END)
         process = await trio.lowlevel.open_process(

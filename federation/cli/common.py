@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import NoReturn
 
 import trio
 
 from federation.address import BrokerAddress
 from federation.management_client import CONNECT_FAILED, EXIT_FAILED, ManagementFailed
+from federation.requests import Parent
+from gateway.security.password_input import HELP, PasswordUnavailable, read_password
+
+#: What both CLIs' --help says about passwords, wrapped for their raw descriptions.
+PASSWORDS_HELP = textwrap.fill(
+    HELP + " Name the user without a password (user@host, amqp://user@host) and it is asked for;"
+    " a password in an address (user/password@host, amqp://user:password@host) still works, but"
+    " is discouraged.",
+    95,
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -68,6 +80,26 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     args, extras = parser.parse_known_args(argv)
     if extras:
         args.parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def with_passwords(args: argparse.Namespace) -> argparse.Namespace:
+    """Give every address that names a user without a password (`user@host`) the password
+    from --password-file, --password-stdin, AMQ_PASSWORD or a prompt, read once for all of
+    them; a usage error (exit 2) when none gives one."""
+    password: str | None = None
+    for name, value in list(vars(args).items()):
+        address = value.address if isinstance(value, Parent) else value
+        if not isinstance(address, BrokerAddress) or not address.needs_password:
+            continue
+        if password is None:
+            parser: argparse.ArgumentParser = args.parser
+            try:
+                password = read_password(args, f"Password for {address.username} at {address}: ")
+            except PasswordUnavailable as exc:
+                parser.error(f"{address.username}@{address}: {exc}")
+        filled = replace(address, password=password)
+        setattr(args, name, replace(value, address=filled) if isinstance(value, Parent) else filled)
     return args
 
 

@@ -3,8 +3,9 @@
 rabbitmqctl's words where it has them (`permissions set -p VHOST USER CONF WRITE READ` is
 `set_permissions`), as subcommands in qpid-config's style. Every command is one management
 request (federation.account_requests), administrator only on the node. A new password is read
-from standard input (`--password-stdin`) or typed twice at a prompt: never an argument, which
-`ps` and shell histories would show.
+from a file (`--new-password-file`), standard input (`--new-password-stdin`) or typed twice at
+a prompt: never an argument, which `ps` and shell histories would show. (`--password-file`,
+`--password-stdin` and AMQ_PASSWORD are the login's, as for every command.)
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from federation import formatting
@@ -42,8 +44,8 @@ CommandMaker = Callable[..., argparse.ArgumentParser]
 
 USAGE = """\
        amq-config [OPTIONS] users
-       amq-config [OPTIONS] user add <name> [--tag T ...] [--password-stdin]
-       amq-config [OPTIONS] user passwd <name> [--password-stdin]
+       amq-config [OPTIONS] user add <name> [--tag T ...] [--new-password-stdin | --new-password-file F]
+       amq-config [OPTIONS] user passwd <name> [--new-password-stdin | --new-password-file F]
        amq-config [OPTIONS] user tags <name> [T ...]
        amq-config [OPTIONS] user del <name>
        amq-config [OPTIONS] vhosts
@@ -114,9 +116,14 @@ async def _listing(
 
 
 def _password(name: str, args: argparse.Namespace) -> str:
-    """The new password, or a usage failure (exit 1) naming why there is none."""
+    """The user's new password, or a usage failure (exit 1) naming why there is none. Standard
+    input can give one password: the login's (--password-stdin) or the new one's."""
+    if args.new_password_stdin and getattr(args, "password_stdin", False):
+        raise ManagementFailed(
+            "usage", "--password-stdin and --new-password-stdin both read standard input; give one in a file"
+        )
     try:
-        return new_password(name, args.password_stdin)
+        return new_password(name, args.new_password_file, args.new_password_stdin)
     except ValueError as err:
         raise ManagementFailed("usage", str(err)) from None
 
@@ -157,9 +164,15 @@ async def clear_topic_permissions(context: Context, args: argparse.Namespace) ->
 
 def _password_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--password-stdin",
+        "--new-password-stdin",
         action="store_true",
-        help="read the new password from the first line of standard input (default: prompt twice)",
+        help="read the user's new password from the first line of standard input",
+    )
+    parser.add_argument(
+        "--new-password-file",
+        type=Path,
+        metavar="FILE",
+        help="read it from the first line of FILE (default: prompt twice)",
     )
 
 

@@ -17,9 +17,20 @@ from typing import Any
 from federation import formatting
 from federation.address import BrokerAddress
 from federation.cli import config_access
-from federation.cli.common import Parser, broker_address, count, default, parse, run, timeout_seconds
+from federation.cli.common import (
+    PASSWORDS_HELP,
+    Parser,
+    broker_address,
+    count,
+    default,
+    parse,
+    run,
+    timeout_seconds,
+    with_passwords,
+)
 from federation.management_client import Client, ClientFactory, ManagementClient
 from gateway.names import DEFAULT_PORT
+from gateway.security.password_input import add_password_options
 
 #: --policy-type: what a full queue does, as the x-overflow argument RabbitMQ clients know.
 #: qpid-config's --policy-type values (the node says which it cannot apply).
@@ -44,13 +55,18 @@ amq-config [OPTIONS]
     + config_access.USAGE
 )
 
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Show and change a node's exchanges, queues and bindings, and its users, vhosts and
 permissions. Without a command: a summary.
 
-Broker address (-a): [user/password@]host[:port] (default localhost:5672, user guest/guest),
-or amqp://user:password@host:port/vhost. Options may come before the command, or after it
-where the command takes them (see its --help)."""
+Broker address (-a): [user[/password]@]host[:port] (default localhost:5672, user guest/guest),
+or amqp://user[:password]@host:port/vhost. Options may come before the command, or after it
+where the command takes them (see its --help).
+
+"""
+    + PASSWORDS_HELP
+)
 
 
 @dataclass(frozen=True)
@@ -227,6 +243,7 @@ def add_options(
         default=default(10.0, main),
         help="how long to wait for the node (seconds, 0: no limit; default 10)",
     )
+    add_password_options(parser, suppress=not main)
     if bindings:
         parser.add_argument(
             "-b",
@@ -342,6 +359,6 @@ async def binding(method: str, context: Context, args: argparse.Namespace) -> in
 
 def main(argv: Sequence[str] | None = None, connect: ClientFactory = ManagementClient.connect) -> int:
     """The amq-config console script; `connect` is replaced by a fake node in unit tests."""
-    args = parse(build_parser(), argv)
+    args = with_passwords(parse(build_parser(), argv))
     context = Context(args.broker, args.timeout, connect, args.vhost or args.broker.vhost)
     return run(partial(args.handler, context, args), hint="use -a HOST:PORT")

@@ -24,10 +24,12 @@ from federation import formatting
 from federation.address import BrokerAddress
 from federation.cli.common import (
     EXIT_FAILED,
+    PASSWORDS_HELP,
     Parser,
     broker_address,
     parse,
     run,
+    with_passwords,
 )
 from federation.cli.peers import (
     check_far_end,
@@ -56,6 +58,7 @@ from gateway.federation_config import ALIASES, TYPES
 from gateway.names import TRANSPORTS
 
 LOCALHOST = "localhost"
+
 #: What `federate add --type` accepts: the node's federation types and their aliases (data).
 FEDERATION_TYPES = (*TYPES, *ALIASES)
 
@@ -84,13 +87,18 @@ amq-route [OPTIONS] link add  <dest-broker> <src-broker>
        amq-route [OPTIONS] topology plan  FILE [--prune] [--detailed-exitcode]
        amq-route [OPTIONS] topology apply FILE [--prune]"""
 
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Manage federation links and routes between amq-gateway nodes, and exchanges federated to a
 parent node.
 
-Broker address: [user/password@]host[:port] (port 5672, user guest/guest, by default), or
-amqp://user:password@host:port/vhost; a <broker> left out is localhost. Options may come
-before the command, or after it where the command takes them (see its --help)."""
+Broker address: [user[/password]@]host[:port] (port 5672, user guest/guest, by default), or
+amqp://user[:password]@host:port/vhost; a <broker> left out is localhost. Options may come
+before the command, or after it where the command takes them (see its --help).
+
+"""
+    + PASSWORDS_HELP
+)
 
 
 def parent_address(text: str) -> Parent:
@@ -505,7 +513,7 @@ def main(
 ) -> int:
     """amq-route; `connect` is replaced by fake nodes in unit tests, and gateway.cli mounts the
     planner's commands for the console script."""
-    args = parse(build_parser(mounts), argv)
+    args = with_passwords(parse(build_parser(mounts), argv))
     check(args)
     context = Context(options_of(args), connect)
     return run(partial(args.handler, context, args), hint="name the node as HOST:PORT")

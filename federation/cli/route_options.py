@@ -14,6 +14,7 @@ from federation.cli.common import count, default, timeout_seconds
 from federation.management_client import Client, ClientFactory
 from federation.requests import RouteOptions
 from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
+from gateway.security.password_input import add_password_options
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,11 @@ READING = ("timeout",)
 
 def add_options(parser: argparse.ArgumentParser, main: bool, names: Sequence[str] = ()) -> None:
     """The global options: every one on the main parser (main=True), those `names` on a
-    command's parser."""
+    command's parser; the password options on both (addresses may name a user on any)."""
     for name, flags, keywords, value in OPTIONS:
         if main or name in names:
             parser.add_argument(*flags, default=default(value, main), **keywords)
+    add_password_options(parser, suppress=not main)
 
 
 def options_of(args: argparse.Namespace) -> Options:

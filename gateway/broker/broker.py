@@ -66,9 +66,18 @@ class Broker:
         self.disk_hold: Hold | None = None
         #: Set while the memory alarm holds every session that next publishes anything.
         self.memory_hold: Hold | None = None
+        #: Set a little below the memory watermark (gateway.memoryalarm): while bodies not yet
+        #: whole take `unfinished_limit` bytes or more, it holds every session that receives
+        #: more of one, so unfinished messages cannot take the node to the watermark.
+        self.content_hold: Hold | None = None
+        #: Bytes of message bodies received and not yet whole, over every session.
+        self.unfinished = 0
+        self.unfinished_limit = sys.maxsize
         #: Queue arguments every queue of a vhost gets unless its declare gives them (the node
         #: config's [vhost."NAME"] capacities), by vhost name.
         self.queue_defaults: dict[str, dict[str, Any]] = {}
+        #: How many queues a vhost may hold (RabbitMQ's vhost limit max-queues), by vhost name.
+        self.max_queues: dict[str, int] = {}
         #: Bytes of ready bodies a queue keeps in memory (gateway.broker.paging).
         self.queue_memory_budget = QUEUE_MEMORY_BUDGET
         #: Where bodies the store does not keep go when they leave memory; None: they stay.

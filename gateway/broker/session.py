@@ -54,6 +54,7 @@ class Session:
         "exclusive_queues",
         "cancel_notify",
         "hold",
+        "unfinished",
         "_confirming",
     )
 
@@ -82,6 +83,8 @@ class Session:
         #: What pauses this session's publishers (a full federation outbox, the disk alarm),
         #: if anything: see gateway.broker.hold.
         self.hold: Hold | None = None
+        #: Bytes of message bodies this connection has received and not yet finished.
+        self.unfinished = 0
         #: Channels that settled publishes since the last flush_confirms.
         self._confirming: set[Channel] = set()
 
@@ -184,9 +187,7 @@ class Session:
         broker = self.broker
         if stored and broker.disk_hold is not None:
             broker.disk_hold.block(self)
-        broker.memory_budget -= len(content.body) + MESSAGE_OVERHEAD
-        if broker.memory_budget < 0 and broker.on_memory_budget is not None:
-            broker.on_memory_budget()
+        self._spend_memory(len(content.body) + MESSAGE_OVERHEAD)
         if broker.memory_hold is not None:
             broker.memory_hold.block(self)
         if not reached and mandatory:
@@ -209,6 +210,34 @@ class Session:
                 " message refused (qpid.policy_type reject)",
                 PUBLISH,
             )
+
+    def receiving(self, unfinished: int) -> None:
+        """The connection now holds `unfinished` bytes of message bodies not yet whole.
+
+        They count toward the memory watermark as they arrive (a whole message is counted
+        again when published: that only brings the next reading forward). Near the watermark
+        (the broker's content hold), while unfinished bodies take the broker's
+        `unfinished_limit` or more, a session receiving more is held like a publisher (no
+        more reads): N unfinished messages on N channels cannot take the node past the
+        watermark, while a publisher of whole large messages is held between two of them.
+        """
+        grown = unfinished - self.unfinished
+        self.unfinished = unfinished
+        broker = self.broker
+        broker.unfinished += grown
+        if grown <= 0:
+            return
+        self._spend_memory(grown)
+        hold = broker.content_hold
+        if hold is not None and broker.unfinished >= broker.unfinished_limit:
+            hold.block(self)
+
+    def _spend_memory(self, size: int) -> None:
+        """Take `size` bytes from the memory budget; once it is spent, read the memory again."""
+        broker = self.broker
+        broker.memory_budget -= size
+        if broker.memory_budget < 0 and broker.on_memory_budget is not None:
+            broker.on_memory_budget()
 
     def _confirm(self, channel: Channel, ticket: int, accepted: bool) -> None:
         """Settle the publish just handled on a channel in confirm mode (ack once `ticket` is
@@ -319,6 +348,8 @@ class Session:
         for queue in list(self.exclusive_queues):
             self.vhost.delete_queue(queue)
         self.broker.sessions.pop(self.id, None)
+        self.broker.unfinished -= self.unfinished
+        self.unfinished = 0
         if self.hold is not None:
             self.hold.forget(self)
 

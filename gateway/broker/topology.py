@@ -181,6 +181,7 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
         description = describe("queue", name, vhost.name)
         existing = vhost.queues.get(name)
         if existing is None:
+            _check_queue_limit(session, name, method)
             options = vhost.queue_options(arguments, description, method.durable)
             check_queue_type(options, method.durable, method.exclusive, method.auto_delete, description)
             owner = session if method.exclusive else None
@@ -207,6 +208,16 @@ def queue_declare(session: Session, channel: Channel, method: commands.Queue.Dec
             consumer_count=len(queue.consumers),
         )
         _reply_when_durable(session, channel, reply, queue.store is not None)
+
+
+def _check_queue_limit(session: Session, name: str, method: commands.Queue.Declare) -> None:
+    """A new queue in a vhost at its max-queues limit: RabbitMQ's 406 and text."""
+    vhost = session.vhost
+    limit = session.broker.max_queues.get(vhost.name)
+    if limit is not None and len(vhost.queues) >= limit:
+        raise precondition_failed(
+            f"cannot declare queue '{name}': queue limit in vhost '{vhost.name}' ({limit}) is reached", method
+        )
 
 
 def _reply_when_durable(session: Session, channel: Channel, reply: Any, durable: bool) -> None:

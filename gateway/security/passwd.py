@@ -109,14 +109,23 @@ def typed_password(username: str) -> str:
     return password
 
 
-def new_password(username: str, from_stdin: bool) -> str:
-    """The first line of standard input (`--password-stdin`), else typed twice; ValueError
-    if there is none."""
-    if not from_stdin:
+def new_password(username: str, path: Path | None, from_stdin: bool) -> str:
+    """A user's new password: the first line of `path`, else of standard input (`from_stdin`),
+    else typed twice; ValueError if there is none."""
+    if path is not None:
+        try:
+            with path.open(encoding="utf-8") as file:
+                line = file.readline()
+        except OSError as err:
+            raise ValueError(f"cannot read the new password's file {path}: {err.strerror}") from None
+        where = str(path)
+    elif from_stdin:
+        line, where = sys.stdin.readline(), "standard input"
+    else:
         return typed_password(username)
-    password = sys.stdin.readline().rstrip("\n")
+    password = line.rstrip("\n")
     if not password:
-        raise ValueError("no password on standard input")
+        raise ValueError(f"no password on the first line of {where}")
     return password
 
 

@@ -6,6 +6,7 @@ password = "scrypt$n=16384,r=8,p=1$<salt>$<hash>"   # made by `amq-gateway passw
 vhosts = ["/"]                # optional: full permissions on these vhosts
 tags = ["administrator"]      # optional
 loopback_only = false         # optional; true by default for "guest" and "peering", as in RabbitMQ
+limits = { max-connections = 5, max-channels = 100 }   # optional: RabbitMQ's user limits
 
 [users.alice.permissions."prod"]      # optional: RabbitMQ's three patterns in one vhost
 configure = '^alice\.'
@@ -40,7 +41,7 @@ from typing import TypeVar
 from gateway.names import ADMINISTRATOR_TAG, FEDERATION_TAG
 from gateway.security.passwords import PasswordHash, VerifiedCache
 from gateway.security.permissions import Grants, Permission, TopicPermission, pattern, topic_pattern
-from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, read_toml, table_values
+from gateway.tomlfile import ConfigError, Invalid, TomlFile, describe, integer, read_toml, table_values
 
 _T = TypeVar("_T")
 
@@ -49,7 +50,11 @@ GUEST = "guest"
 PEERING = "peering"
 #: Users that may connect from loopback only unless the file says otherwise.
 _LOOPBACK_BY_DEFAULT = frozenset({GUEST, PEERING})
-_KEYS = ("password", "vhosts", "tags", "loopback_only", "permissions", "topic_permissions")
+_KEYS = ("password", "vhosts", "tags", "loopback_only", "permissions", "topic_permissions", "limits")
+#: RabbitMQ's user limits, by their names there (`rabbitmqctl set_user_limits`).
+USER_LIMITS = ("max-connections", "max-channels")
+#: A limit's check: how many at most (0 refuses every one).
+LIMIT = integer(0, 2**31 - 1)
 _SECTIONS = ("users", "credentials")
 
 
@@ -79,6 +84,10 @@ class User:
     tags: tuple[str, ...] = ()
     loopback_only: bool = False
     permissions: Grants = Grants()
+    #: How many connections the user may have open at once over the node (None: no limit).
+    max_connections: int | None = None
+    #: How many channels the user may have open at once over all its connections.
+    max_channels: int | None = None
 
     def may_federate(self) -> bool:
         """Whether this login is one of the node's federation: the shared `peering` login, a
@@ -229,12 +238,17 @@ def _parse(doc: TomlFile) -> list[_Record]:
         vhosts = _optional(doc, entry, where, "vhosts", string_list)
         tags = _optional(doc, entry, where, "tags", string_list)
         loopback_only = _optional(doc, entry, where, "loopback_only", _bool)
+        limits = table_values(
+            doc, (*where, "limits"), entry.get("limits", {}), dict.fromkeys(USER_LIMITS, LIMIT)
+        )
         user = User(
             name,
             frozenset(vhosts) if vhosts is not None else None,
             tuple(tags or ()),
             name in _LOOPBACK_BY_DEFAULT if loopback_only is None else loopback_only,
             Grants(_permissions(doc, entry, where, vhosts or ()), _topic_permissions(doc, entry, where)),
+            max_connections=limits.get("max-connections"),
+            max_channels=limits.get("max-channels"),
         )
         records.append(_Record(user, password))
     return records

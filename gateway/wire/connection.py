@@ -31,6 +31,7 @@ Hot path: Basic.Publish, content header, body frames and Basic.Ack are decoded b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +100,10 @@ def _longstr_bytes(value: str | bytes) -> bytes:
     """A longstr exactly as sent: pamqp hands one over as str when it happens to be valid UTF-8
     and as bytes otherwise; encoding the str back as UTF-8 restores the bytes."""
     return value.encode() if isinstance(value, str) else bytes(value)
+
+
+#: RabbitMQ's default max_message_size: the largest body a content header may announce.
+DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 
 
 class LocalProtocolError(Exception):
@@ -262,7 +267,7 @@ class ServerConnection(FrameIO):
         channel_max: int = 2047,
         heartbeat: int = 60,
         mechanisms: tuple[str, ...] = ("PLAIN", "AMQPLAIN"),
-        max_message_size: int = 128 * 1024 * 1024,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
         if not frames.FRAME_MIN_SIZE <= frame_max <= 0xFFFFFFFF:
             raise ValueError(f"frame_max must be between 4096 and 2**32 - 1, not {frame_max}")
@@ -284,6 +289,12 @@ class ServerConnection(FrameIO):
         self._channel_max = channel_max
         self._max_message_size = max_message_size
         self._channels: dict[int, _Channel] = {}
+        #: Bytes of message bodies received and still unfinished, over all channels: they
+        #: count toward the node's memory watermark before the message is whole.
+        self.content_in_flight = 0
+        #: Asked at each Channel.Open: a reason to refuse it (530, the connection closes), or
+        #: None. The node sets it for users with a channel limit over all their connections.
+        self.channel_gate: Callable[[], str | None] | None = None
         super().__init__()
 
     # ------------------------------------------------------------------ input
@@ -450,7 +461,7 @@ class ServerConnection(FrameIO):
 
     def _open_channel(self, channel: int, method: base.Frame) -> ChannelOpened:
         """Channel.Open, unless channel_max channels are open already (closing ones count
-        until their Close-Ok): RabbitMQ's 530 and text."""
+        until their Close-Ok), or `channel_gate` says why not: RabbitMQ's 530 and text."""
         count = len(self._channels)
         if count >= self._channel_max:
             raise _PeerError(
@@ -460,6 +471,9 @@ class ServerConnection(FrameIO):
                     method,
                 )
             )
+        refusal = self.channel_gate() if self.channel_gate is not None else None
+        if refusal is not None:
+            raise _PeerError(not_allowed(refusal, method))
         self._channels[channel] = _Channel()
         self._queue(frames.encode_method(channel, commands.Channel.OpenOk()))
         return ChannelOpened(channel)
@@ -570,11 +584,13 @@ class ServerConnection(FrameIO):
         ch.chunks.append(payload)
         ch.remaining -= size
         if ch.remaining:
+            self.content_in_flight += size
             return None
         content = ch.content
         assert content is not None  # set with AWAIT_BODY
         chunks = ch.chunks
         content.body = bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+        self.content_in_flight -= len(content.body) - size
         ch.content = None
         ch.chunks = []
         return self._message(channel, ch, content)
@@ -681,8 +697,14 @@ class ServerConnection(FrameIO):
         )
         self._queue(frames.encode_method(channel, close))
         ch.state = ChannelState.CLOSING
+        self.content_in_flight -= sum(map(len, ch.chunks))
         ch.content = None
         ch.chunks = []
+
+    @property
+    def channel_count(self) -> int:
+        """Channels open now, closing ones included (they count toward channel_max too)."""
+        return len(self._channels)
 
     def is_channel_open(self, channel: int) -> bool:
         """True when the broker may send on `channel` (open, not closing)."""

@@ -71,7 +71,9 @@ def operator(tmp_path: Path) -> Iterator[Operator]:
 
 def test_a_user_added_at_runtime_logs_in_at_once_and_after_a_restart(operator: Operator) -> None:
     assert (
-        operator.config("user", "add", "alice", "--tag", "monitoring", "--password-stdin", stdin="alice-pw\n")
+        operator.config(
+            "user", "add", "alice", "--tag", "monitoring", "--new-password-stdin", stdin="alice-pw\n"
+        )
         == ""
     )
     listing = operator.config("users")
@@ -93,7 +95,7 @@ def test_a_password_changed_at_runtime_replaces_the_files_and_stays_after_a_rest
     operator: Operator,
 ) -> None:
     operator.connect("bob", "bob-pw").close()
-    operator.config("user", "passwd", "bob", "--password-stdin", stdin="new-pw\n")
+    operator.config("user", "passwd", "bob", "--new-password-stdin", stdin="new-pw\n")
     with pytest.raises(ProbableAuthenticationError):
         operator.connect("bob", "bob-pw")
     operator.connect("bob", "new-pw").close()
@@ -159,15 +161,15 @@ def test_only_administrators_see_or_manage_users(operator: Operator) -> None:
     assert result.stderr == (
         "Failed: access - user 'grafana' may only read this node's state (monitoring), not call 'users.list'\n"
     )
-    error = operator.config("user", "add", "bob", "--password-stdin", stdin="x\n", status=1)
+    error = operator.config("user", "add", "bob", "--new-password-stdin", stdin="x\n", status=1)
     assert error == "Failed: PRECONDITION_FAILED - user 'bob' already exists\n"
-    error = operator.config("user", "add", "carol", "--password-stdin", status=1)
-    assert error == "Failed: usage - no password on standard input\n"
+    error = operator.config("user", "add", "carol", "--new-password-stdin", status=1)
+    assert error == "Failed: usage - no password on the first line of standard input\n"
     assert "carol" not in operator.config("users")
 
 
 def test_permissions_set_at_runtime_apply_at_once_to_open_connections_and_stay(operator: Operator) -> None:
-    operator.config("user", "add", "alice", "--password-stdin", stdin="alice-pw\n")
+    operator.config("user", "add", "alice", "--new-password-stdin", stdin="alice-pw\n")
     operator.config(
         "permissions", "set", "-p", "/", "alice", "^alice\\.", "^(alice\\.|amq\\.topic$)", "^alice\\."
     )

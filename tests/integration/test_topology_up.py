@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import trio
+
 from tests.nodes import on_free_ports
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -284,3 +286,29 @@ def test_no_restart_reports_the_end_and_leaves_the_node_down(tmp_path: Path) -> 
     )
     assert f"removed {var / 'beta'}" in lines
     assert (var / "alpha" / "node.log").read_text().count("ready: AMQP 0-9-1 listening") == 1
+
+
+def test_up_writes_node_logs_readable_by_their_owner_only(tmp_path: Path) -> None:
+    """A node's log names its clients, queues and users: 0600 like the store, also when an
+    older run left it readable by others."""
+    from topology.model import Node
+    from topology.processes import start, stop_all, wait_ready
+
+    var = tmp_path / "var"
+    (var / "older").mkdir(parents=True)
+    (var / "older" / "node.log").write_text("an older run's line\n")
+    os.chmod(var / "older" / "node.log", 0o644)
+
+    async def run() -> None:
+        started = [await start(Node(name, "127.0.0.1", 0), var) for name in ("fresh", "older")]
+        try:
+            for each in started:
+                await wait_ready(each)
+        finally:
+            await stop_all(started, lambda line: None)
+
+    trio.run(run)
+    for name in ("fresh", "older"):
+        log = var / name / "node.log"
+        assert os.stat(log).st_mode & 0o777 == 0o600, name
+        assert "ready: AMQP 0-9-1 listening" in log.read_text()

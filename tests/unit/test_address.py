@@ -16,6 +16,8 @@ from federation.address import BrokerAddress
         ("admin/s3cret@broker-b", BrokerAddress("broker-b", 5672, "admin", "s3cret")),
         ("u/p@ss/w@rd@host", BrokerAddress("host", 5672, "u", "p@ss/w@rd")),
         ("u/@host", BrokerAddress("host", 5672, "u", "")),
+        ("alice@host:5673", BrokerAddress("host", 5673, "alice", "")),  # the CLI asks for it
+        ("amqp://alice@host/v", BrokerAddress("host", 5672, "alice", "", "v")),
         ("[::1]:5673", BrokerAddress("::1", 5673)),
         ("[fe80::1]", BrokerAddress("fe80::1", 5672)),
         ("u/p@[::1]:1", BrokerAddress("::1", 1, "u", "p")),
@@ -35,9 +37,8 @@ def test_parse(text: str, expected: BrokerAddress) -> None:
         ("", "broker address '' is empty or contains whitespace"),
         ("host :5672", "broker address 'host :5672' is empty or contains whitespace"),
         ("amqps://host", "broker address 'amqps://host': only amqp:// URLs are supported (no TLS)"),
-        ("amqp://guest@host", "broker address 'amqp://guest@host': a URL's credentials are user:password"),
+        ("amqp://@host", "broker address 'amqp://@host': a URL's credentials are user[:password]"),
         ("amqp://:5672", "broker address 'amqp://:5672' has no host"),
-        ("user@host", "broker address 'user@host': credentials must be user/password"),
         ("/pw@host", "broker address '/pw@host' has an empty user name"),
         ("u/p@", "broker address 'u/p@' has no host"),
         (":5672", "broker address ':5672' has no host"),
@@ -62,6 +63,12 @@ def test_str_is_host_port_without_credentials() -> None:
     assert str(address) == "broker-b:5674"
     assert str(BrokerAddress.parse("[::1]:5673")) == "[::1]:5673"
     assert "s3cret" not in repr(address)
+
+
+def test_an_address_without_a_password_needs_one() -> None:
+    assert BrokerAddress.parse("alice@host").needs_password
+    assert not BrokerAddress.parse("alice/pw@host").needs_password
+    assert not BrokerAddress.parse("host").needs_password  # guest/guest
 
 
 def test_frozen() -> None:

@@ -137,7 +137,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, acl_file, "
             "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark, "
-            "queue_memory_budget)",
+            "queue_memory_budget, max_message_size, max_connections)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
@@ -282,6 +282,10 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "disk_free_limit",
         "memory_high_watermark",
         "queue_memory_budget",
+        "max_message_size",
+        "max_connections",
+        "max-connections",
+        "max-queues",
     ):
         assert f"\n# {key} = " in text or f"\n{key} = " in text, key
 
@@ -427,7 +431,7 @@ def test_vhost_tables_give_queue_capacities_and_create_the_vhost(tmp_path: Path)
         ('[vhost."prod"]\ncapacity = "lots"\n', "3: vhost.prod.capacity: expected a size in bytes"),
         (
             '[vhost."prod"]\nmax = 1\n',
-            "3: vhost.prod.max: unknown key (known: capacity, flow_resume_capacity)",
+            "3: vhost.prod.max: unknown key (known: capacity, flow_resume_capacity, max-connections, max-queues)",
         ),
     ],
 )

@@ -250,7 +250,7 @@ def test_refusals_and_unreachable_nodes_exit_1(node: FakeNode, capsys: pytest.Ca
         (["del", "exchange"], "usage: amq-config del exchange", "required: name"),
         (["bind", "amq.topic"], "usage: amq-config bind", "required: queue-name"),
         (["unbind", "x", "q", "k", "more"], "usage: amq-config unbind", "unrecognized arguments: more"),
-        (["-a", "guest@host", "queues"], "usage: amq-config", "argument -a/--broker-addr"),
+        (["-a", "/pw@host", "queues"], "usage: amq-config", "argument -a/--broker-addr"),
         (["flush"], "usage: amq-config", "invalid choice: 'flush'"),
     ],
 )

@@ -968,7 +968,11 @@ def test_timeout_is_given_to_the_client_factory() -> None:
             "argument --type: invalid choice: 'fan'",
         ),
         (["federate", "add", "a", "b"], "usage: amq-route federate add", "required: exchange"),
-        (["federate", "add", "a", "fed@b", "x"], "usage: amq-route federate add", "must be user/password"),
+        (
+            ["federate", "add", "a", "fed@b", "x"],
+            "usage: amq-route federate add",
+            "fed@b:5672: no password: give",
+        ),
         (
             ["federate", "del", "a", "b", "x", "--type", "fanout"],
             "usage: amq-route federate del",
@@ -1036,7 +1040,9 @@ def test_a_usage_error_prints_its_line_first_and_an_option_of_another_command_is
         route_cli.main(["link", "list", "localhost", "--durable"])
     assert capsys.readouterr().err == (
         "amq-route link list: error: unrecognized arguments: --durable\n"
-        "usage: amq-route link list [-h] [--timeout SECS] [broker]\n"
+        "usage: amq-route link list [-h] [--timeout SECS] [--password-stdin]\n"
+        "                           [--password-file FILE]\n"
+        "                           [broker]\n"
     )
     with pytest.raises(SystemExit):
         route_cli.main([])

@@ -105,7 +105,7 @@ def test_malformed_hash(tmp_path: Path) -> None:
 def test_unknown_key(tmp_path: Path) -> None:
     path = write(tmp_path, f'[users.alice]\npassword = "{ALICE_HASH}"\nvhost = "/"\n')
     assert load_error(path) == (
-        f"{path}:3: users.alice.vhost: unknown key (known: password, vhosts, tags, loopback_only, permissions, topic_permissions)"
+        f"{path}:3: users.alice.vhost: unknown key (known: password, vhosts, tags, loopback_only, permissions, topic_permissions, limits)"
     )
 
 

@@ -862,6 +862,32 @@ def test_message_over_max_size_closes_only_the_channel() -> None:
     assert feed(conn, m(commands.Channel.CloseOk(), 1)) == [ChannelClosed(1)]
 
 
+def test_content_in_flight_counts_unfinished_bodies_until_whole_or_dropped() -> None:
+    conn = opened((1, 2, 3))
+    whole = publish(1, b"a" * 10_000, frame_max=4096)
+    cut = len(whole) - (1824 + 8)  # before the last body frame: two of 4088 bytes are in
+    assert feed(conn, whole[:cut]) == [] and conn.content_in_flight == 2 * 4088
+    other = publish(2, b"b" * 5000, frame_max=4096)
+    feed(conn, other[: len(other) - (912 + 8)])
+    assert conn.content_in_flight == 3 * 4088
+    assert len(feed(conn, whole[cut:])) == 1 and conn.content_in_flight == 4088
+    conn.close_channel(2, AMQPError(406, "PRECONDITION_FAILED - gone"))
+    assert conn.content_in_flight == 0
+    assert plain(feed(conn, publish(3, b"c" * 100)))[0][-1] == b"c" * 100
+    assert conn.content_in_flight == 0
+
+
+def test_a_channel_gate_refuses_channel_open_with_530_instead_of_open_ok() -> None:
+    conn = opened((1,))
+    reasons: list[str | None] = [None, "user limit reached"]
+    conn.channel_gate = lambda: reasons.pop(0)
+    assert feed(conn, m(commands.Channel.Open(), 2)) == [ChannelOpened(2)]
+    conn.data_to_send()
+    events = feed(conn, m(commands.Channel.Open(), 3))
+    assert_closed_with(conn, events, 530, ids=(20, 10))
+    assert conn.channel_count == 2
+
+
 def test_close_texts_are_cut_to_255_bytes() -> None:
     conn = opened()
     conn.close_channel(1, AMQPError(406, "é" * 200))
