@@ -12,7 +12,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TLS_TRANSPORT, transport_name
 
 #: One management request: (method, arguments).
 Request = tuple[str, dict[str, Any]]
@@ -82,17 +82,24 @@ def endpoint(address: BrokerAddress) -> str:
 
 def link_add(peer: BrokerAddress, options: RouteOptions) -> Request:
     """links.add: the peer, with the credentials the link logs in with and the peer's vhost
-    it opens (when not the default one)."""
+    it opens (when not the default one). An amqps peer makes an ssl link, with the URL's CA
+    and client certificate paths (absolute: the node reads them); without credentials an ssl
+    link logs in with EXTERNAL (an empty user name), as its certificate's user."""
+    transport = TLS_TRANSPORT if peer.tls is not None else transport_name(options.transport)
+    external = transport == TLS_TRANSPORT and (not peer.login_given or peer.mechanism == "EXTERNAL")
     arguments: dict[str, Any] = {
         "host": peer.host,
         "port": peer.port,
-        "username": peer.username,
-        "password": peer.password,
+        "username": "" if external else peer.username,
+        "password": "" if external else peer.password,
         "durable": options.durable,
-        "transport": options.transport,
+        "transport": transport,
     }
     if peer.vhost not in (None, DEFAULT_VHOST):
         arguments["vhost"] = peer.vhost
+    if peer.tls is not None:
+        paths = {"tls_ca": peer.tls.ca, "tls_cert": peer.tls.cert, "tls_key": peer.tls.key}
+        arguments.update((key, str(path.absolute())) for key, path in paths.items() if path is not None)
     return ("links.add", arguments)
 
 

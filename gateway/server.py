@@ -38,7 +38,7 @@ from pamqp import commands
 from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
-from gateway.security import AuthenticationFailed, Logins
+from gateway.security import EXTERNAL, MECHANISMS, AuthenticationFailed, Logins
 from gateway.wire import events
 from gateway.wire.connection import ServerConnection, server_properties
 from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
@@ -172,19 +172,29 @@ class ConnectionHandler:
     """One client connection over any byte stream; also the broker's Outbox for it.
 
     `peer` names the client in logs; `peer_host` is its address, which loopback-only users
-    and the throttling of failed logins go by.
+    and the throttling of failed logins go by; `tls_login` is the user a verified TLS client
+    certificate names: with it, SASL EXTERNAL is offered too.
     """
 
-    def __init__(self, node: ConnectionHost, stream: trio.abc.Stream, peer: str, peer_host: str) -> None:
+    def __init__(
+        self,
+        node: ConnectionHost,
+        stream: trio.abc.Stream,
+        peer: str,
+        peer_host: str,
+        tls_login: str | None = None,
+    ) -> None:
         self.node = node
         self.stream = stream
         self.peer_host = peer_host
         self.peer = peer
+        self.tls_login = tls_login
         self.wire = ServerConnection(
             server_properties(node.name),
             frame_max=node.limits.frame_max,
             channel_max=node.limits.channel_max,
             heartbeat=node.limits.heartbeat,
+            mechanisms=MECHANISMS if tls_login is None else (*MECHANISMS, EXTERNAL),
         )
         self.pump = Pump(stream, self.wire, high_water=HIGH_WATER, receive_size=RECEIVE_SIZE)
         self.session: Session | None = None
@@ -406,7 +416,9 @@ class ConnectionHandler:
         """Check credentials through the node's Logins: throttled, cached, and with a bound
         on the password checks (tens of milliseconds each, in worker threads) run at once."""
         try:
-            self.user = await self.node.logins.authenticate(event.mechanism, event.response, self.peer_host)
+            self.user = await self.node.logins.authenticate(
+                event.mechanism, event.response, self.peer_host, self.tls_login
+            )
         except AuthenticationFailed as failure:
             if not failure.logged:
                 LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)

@@ -1,10 +1,10 @@
-"""Who may connect: hashed users file, built-in guest (loopback only), SASL PLAIN/AMQPLAIN,
+"""Who may connect: hashed users file, built-in guest (loopback only), SASL PLAIN/AMQPLAIN (EXTERNAL over TLS),
 and the throttle and bounds that keep a storm of logins affordable."""
 
 from gateway.security.logins import Logins, LoginThrottle
 from gateway.security.passwd import TAGS, run_passwd, set_password
 from gateway.security.passwords import PasswordHash, hash_password
-from gateway.security.sasl import MECHANISMS, AuthenticationFailed, authenticate
+from gateway.security.sasl import EXTERNAL, MECHANISMS, AuthenticationFailed, authenticate
 from gateway.security.users import (
     User,
     UsersDB,
@@ -13,6 +13,7 @@ from gateway.security.users import (
 )
 
 __all__ = [
+    "EXTERNAL",
     "MECHANISMS",
     "TAGS",
     "AuthenticationFailed",

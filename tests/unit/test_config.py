@@ -137,7 +137,7 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, "
             "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark, "
-            "queue_memory_budget)",
+            "queue_memory_budget, tls_port, tls_cert, tls_key, tls_ca, tls_verify, tls_only, tls_login_field)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",

@@ -1,0 +1,116 @@
+"""`amq-gateway certs DIR`: a CA and one certificate per node for a demo or a test, made by the
+`openssl` command (no cryptography of our own, and no Python package for it).
+
+Files, all PEM: DIR/ca.pem and DIR/ca.key (the CA, made once and reused when DIR has one), and
+DIR/<name>.pem and DIR/<name>.key for each name. A certificate's subject CN is the name, so a
+node presenting it logs in to its peers as that user with SASL EXTERNAL; it serves and
+connects (serverAuth and clientAuth) and is valid for the name, localhost, 127.0.0.1 and ::1,
+so nodes on one machine check each other's host names as any TLS client does. Keys are 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+#: Days a certificate is valid unless asked otherwise; the CA lasts ten years.
+DEFAULT_DAYS = 825
+CA_DAYS = 3650
+CA_SUBJECT = "amq-gateway demo CA"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+
+
+class CertsError(Exception):
+    """openssl is missing or failed; the text says which and why."""
+
+
+def _openssl(*args: str) -> None:
+    binary = shutil.which("openssl")
+    if binary is None:
+        raise CertsError("the openssl command is not installed (apt-get install openssl)")
+    done = subprocess.run([binary, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CertsError(f"openssl {args[0]} failed: {done.stderr.strip()}")
+
+
+def _private(path: Path) -> None:
+    os.chmod(path, 0o600)
+
+
+def make_ca(directory: Path) -> Path:
+    """DIR/ca.pem (and ca.key), made unless it exists; the CA's certificate path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca, key = directory / "ca.pem", directory / "ca.key"
+    if ca.exists() and key.exists():
+        return ca
+    _openssl(
+        "req",
+        "-x509",
+        *_KEY,
+        "-keyout",
+        str(key),
+        "-out",
+        str(ca),
+        "-days",
+        str(CA_DAYS),
+        "-subj",
+        f"/CN={CA_SUBJECT}",
+    )
+    _private(key)
+    return ca
+
+
+def make_cert(directory: Path, name: str, days: int = DEFAULT_DAYS) -> tuple[Path, Path]:
+    """DIR/<name>.pem and .key, signed by DIR's CA (made if missing), subject CN=<name>.
+
+    `days` below 1 makes a certificate that has already expired (tests need one).
+    """
+    if not _NAME.match(name):
+        raise CertsError(f"{name!r} is not a name for a certificate (letters, digits, . _ - @)")
+    ca = make_ca(directory)
+    cert, key, request = directory / f"{name}.pem", directory / f"{name}.key", directory / f"{name}.csr"
+    extensions = directory / f"{name}.ext"
+    extensions.write_text(
+        f"subjectAltName=DNS:{name},DNS:localhost,IP:127.0.0.1,IP:::1\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n"
+        "keyUsage=digitalSignature,keyEncipherment\n"
+    )
+    try:
+        _openssl("req", *_KEY, "-keyout", str(key), "-out", str(request), "-subj", f"/CN={name}")
+        _private(key)
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(request),
+            "-CA",
+            str(ca),
+            "-CAkey",
+            str(directory / "ca.key"),
+            "-CAcreateserial",
+            "-CAserial",
+            str(directory / "ca.srl"),
+            "-out",
+            str(cert),
+            "-days",
+            str(days),
+            "-extfile",
+            str(extensions),
+        )
+    finally:
+        request.unlink(missing_ok=True)
+        extensions.unlink(missing_ok=True)
+    return cert, key
+
+
+def run_certs(directory: Path, names: list[str], days: int = DEFAULT_DAYS) -> int:
+    """The `certs` command: the CA and each name's certificate, one line per file made."""
+    print(f"CA: {make_ca(directory)}")
+    for name in names:
+        cert, key = make_cert(directory, name, days)
+        print(f"{name}: {cert} {key}")
+    return 0
