@@ -40,6 +40,7 @@ from gateway.server import (
     accept_loop,
     listen_addresses,
     open_listeners,
+    send_alert,
     socket_peer,
 )
 from gateway.store import Store, WriteFailed
@@ -259,6 +260,7 @@ class Node:
             await self.serve_connection(tls_stream, peer, peer_host, login)
             return
         LOGGER.warning("%s: TLS handshake refused: %r", peer, reason)
+        await send_alert(tls_stream)
         await trio.aclose_forcefully(stream)
 
     async def serve_connection(

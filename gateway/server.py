@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -103,6 +104,26 @@ def listen_addresses(listeners: list[trio.SocketListener]) -> list[str]:
         host, port = listener.socket.getsockname()[:2]
         addresses.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
     return addresses
+
+
+#: Seconds a client whose TLS handshake we refused gets to take the alert that says why.
+ALERT_TIMEOUT = 1.0
+
+
+async def send_alert(tls_stream: trio.SSLStream[trio.SocketStream]) -> None:
+    """Send the TLS alert OpenSSL wrote when it refused a handshake ("unknown ca", "certificate
+    expired"), which trio.SSLStream leaves unsent when it raises. Without it a TLS 1.3 client,
+    whose own handshake has finished before we check its certificate, only sees the
+    connection close, and cannot tell a refused certificate (final) from a restart (retried).
+    Best effort: the client may be gone already."""
+    outgoing = getattr(tls_stream, "_outgoing", None)  # trio's MemoryBIO towards the peer
+    alert = outgoing.read() if isinstance(outgoing, ssl.MemoryBIO) else b""
+    if alert:
+        with trio.move_on_after(ALERT_TIMEOUT):
+            try:
+                await tls_stream.transport_stream.send_all(alert)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
 
 
 def socket_peer(stream: trio.SocketStream) -> tuple[str, str]:
