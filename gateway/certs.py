@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
+
+from gateway.security import UsersDB, set_password
 
 #: Days a certificate is valid unless asked otherwise; the CA lasts ten years.
 DEFAULT_DAYS = 825
@@ -107,10 +110,24 @@ def make_cert(directory: Path, name: str, days: int = DEFAULT_DAYS) -> tuple[Pat
     return cert, key
 
 
-def run_certs(directory: Path, names: list[str], days: int = DEFAULT_DAYS) -> int:
-    """The `certs` command: the CA and each name's certificate, one line per file made."""
+def add_users(users_file: Path, names: list[str]) -> list[str]:
+    """Each name the users file lacks, added with a random password nobody is told: these users
+    log in with their certificates (EXTERNAL), which needs them in the file. The names added."""
+    existing = UsersDB.load(users_file) if users_file.exists() else None
+    added = [name for name in names if existing is None or existing.get(name) is None]
+    for name in added:
+        set_password(users_file, name, secrets.token_urlsafe(24))
+    return added
+
+
+def run_certs(directory: Path, names: list[str], days: int = DEFAULT_DAYS, users: Path | None = None) -> int:
+    """The `certs` command: the CA and each name's certificate, one line per file made; with
+    `users`, the names are added to that users file too."""
     print(f"CA: {make_ca(directory)}")
     for name in names:
         cert, key = make_cert(directory, name, days)
         print(f"{name}: {cert} {key}")
+    if users is not None:
+        added = add_users(users, names)
+        print(f"users added to {users} (certificate logins): {', '.join(added) or 'none'}")
     return 0

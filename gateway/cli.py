@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated node (or user) names to make certificates for",
     )
     certs.add_argument(
+        "--users",
+        type=Path,
+        metavar="FILE",
+        help="also add each name to this users file (random passwords: they log in with their certificates)",
+    )
+    certs.add_argument(
         "--days", type=int, default=DEFAULT_DAYS, metavar="N", help=f"validity (default {DEFAULT_DAYS})"
     )
 
@@ -209,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "certs":
             if args.days < 1:
                 build_parser().error("--days: a certificate must be valid for at least 1 day")
-            return run_certs(args.directory, [name for name in args.nodes.split(",") if name], args.days)
+            names = [name for name in args.nodes.split(",") if name]
+            return run_certs(args.directory, names, args.days, args.users)
         if args.command in ("up", "clean"):
             from topology.up import Options, clean, up  # only these need the planner and networkx
 

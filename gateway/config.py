@@ -17,7 +17,7 @@ from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
 from gateway.names import DEFAULT_PORT, DEFAULT_TLS_PORT, DEFAULT_VHOST
-from gateway.tls import LOGIN_FIELDS, VERIFY_MODES, ServerTls
+from gateway.tls import LOGIN_FIELDS, VERIFY_MODES, ServerTls, tls_problem
 from gateway.tomlfile import (
     ConfigError,
     Invalid,
@@ -187,20 +187,6 @@ _TLS_DEFAULTS: dict[str, object] = {
 _SWITCHES = frozenset({"memory", "tls_only"})
 
 
-def _tls_problem(values: dict[str, Any]) -> tuple[str, str] | None:
-    """(key, what is wrong) when the TLS keys do not make a listener: a certificate needs its
-    key, and every other tls_* key needs a certificate."""
-    if "tls_cert" in values and "tls_key" not in values:
-        return "tls_cert", "needs tls_key (the certificate's private key) too"
-    if "tls_key" in values and "tls_cert" not in values:
-        return "tls_key", "needs tls_cert too"
-    if "tls_cert" not in values:
-        for key in sorted(values):
-            if key.startswith("tls_"):
-                return key, "needs tls_cert and tls_key (the node's certificate)"
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # The node
 
@@ -310,7 +296,7 @@ class NodeConfig:
         # The TLS keys are checked together, as they end up: the file's with the flags over them.
         tls = {key: value for key, value in vars(self).items() if key.startswith("tls_")}
         tls.update((key, value) for key, value in changes.items() if key.startswith("tls_"))
-        problem = _tls_problem({key: value for key, value in tls.items() if value != _TLS_DEFAULTS.get(key)})
+        problem = tls_problem({key: value for key, value in tls.items() if value != _TLS_DEFAULTS.get(key)})
         if problem is not None:
             raise ConfigError(f"--{problem[0].replace('_', '-')}: {problem[1]}")
         if "data_dir" in changes:
@@ -337,7 +323,7 @@ def load_node_config(path: Path | str) -> NodeConfig:
     node = table_values(doc, ("node",), doc.data.get("node", {}), _checks(doc.path.parent.absolute()))
     if node.get("memory") is True and "data_dir" in node:
         raise doc.error(("node", "memory"), "true conflicts with node.data_dir; keep only one")
-    problem = _tls_problem(node)
+    problem = tls_problem(node)
     if problem is not None:
         raise doc.error(("node", problem[0]), problem[1])
     values = {_FIELDS.get(key, key): value for key, value in node.items()}

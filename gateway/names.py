@@ -29,6 +29,8 @@ DEFAULT_TRANSPORT = "tcp"
 TLS_TRANSPORT = "ssl"
 TRANSPORTS: tuple[str, ...] = (DEFAULT_TRANSPORT, TLS_TRANSPORT)
 _TRANSPORT_SYNONYMS = {"tls": TLS_TRANSPORT}
+#: Every spelling a command or file may use for a transport.
+TRANSPORT_SPELLINGS: tuple[str, ...] = (*TRANSPORTS, *_TRANSPORT_SYNONYMS)
 
 
 def transport_name(text: str) -> str:

@@ -13,6 +13,7 @@ password); `require` refuses a client without a valid certificate in the handsha
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,20 @@ _DN_NAMES = {
 #: OpenSSL reasons that mean a certificate was refused (ours by the peer, or the peer's by us):
 #: retrying with the same certificates cannot succeed.
 _REFUSAL_REASONS = ("CERTIFICATE", "UNKNOWN_CA", "BAD_CERTIFICATE", "HANDSHAKE_FAILURE", "ACCESS_DENIED")
+
+
+def tls_problem(values: Mapping[str, object]) -> tuple[str, str] | None:
+    """(key, what is wrong) when the TLS keys do not make a listener: a certificate needs its
+    key, and every other tls_* key needs a certificate."""
+    if "tls_cert" in values and "tls_key" not in values:
+        return "tls_cert", "needs tls_key (the certificate's private key) too"
+    if "tls_key" in values and "tls_cert" not in values:
+        return "tls_key", "needs tls_cert too"
+    if "tls_cert" not in values:
+        for key in sorted(values):
+            if key.startswith("tls_"):
+                return key, "needs tls_cert and tls_key (the node's certificate)"
+    return None
 
 
 class TlsError(Exception):

@@ -357,7 +357,10 @@ class _NodeDiff:
                 self.drift("error", "link", f"to {link.peer}", "no node of that name in the file", [])
                 continue
             wanted.add(peer.name)
-            add = link_add(peer.address, RouteOptions(durable=link.durable, transport=link.transport))
+            add = link_add(
+                peer.link_address(link.transport),
+                RouteOptions(durable=link.durable, transport=link.transport),
+            )
             found = self.linked.get(peer.name)
             if found is None:
                 detail = link_detail(link.durable, link.transport)
@@ -379,7 +382,8 @@ class _NodeDiff:
         names, else (no link, or one apply replaces) where apply creates the link."""
         found = self.linked.get(node.name)
         if found is None or str(found[0].address) in self.gone["link"]:
-            return FarEnd(BrokerAddress(node.host, node.port), node)
+            address = node.link_address(self.topology.link_transport(self.node.name, node.name))
+            return FarEnd(BrokerAddress(address.host, address.port), node)
         return found[0]
 
     def routes(self) -> None:

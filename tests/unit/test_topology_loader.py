@@ -494,7 +494,7 @@ tag = "t"
 mode = "sideways"
 """
     ) == [
-        "t.toml:4: links[0].transport: expected one of tcp, ssl, got 'rdma'",
+        "t.toml:4: links[0].transport: expected one of tcp, ssl, tls, got 'rdma'",
         "t.toml:6: routes[0].kind: expected one of dynamic, exchange, queue, got 'static'",
         "t.toml:15: routes[1].key: only exchange routes take 'key', this is a dynamic route",
         "t.toml:16: routes[1].queue: only queue routes take 'queue', this is a dynamic route",
