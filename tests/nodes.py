@@ -134,12 +134,12 @@ def free_port() -> int:
 
 
 def on_free_ports(source: Path, target: Path) -> list[int]:
-    """`source` with every node's port replaced by a free one, written to `target`."""
+    """`source` with every node's port (and TLS port) replaced by a free one, written to `target`."""
     ports: list[int] = []
 
     def replace(match: re.Match[str]) -> str:
         ports.append(free_port())
         return f"{match.group(1)}{ports[-1]}"
 
-    target.write_text(re.sub(r"(?m)^(port\s*=\s*)\d+", replace, source.read_text()))
+    target.write_text(re.sub(r"(?m)^((?:tls_)?port\s*=\s*)\d+", replace, source.read_text()))
     return ports

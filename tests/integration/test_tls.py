@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import select
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +42,8 @@ from tests.integration.test_federation_routes import (
     wait_consumed,
     wait_link,
 )
-from tests.nodes import NodeProcess
+from tests.integration.test_topology_up import CONFIGS, RUN_TIMEOUT, up_command
+from tests.nodes import NodeProcess, on_free_ports
 
 AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
 
@@ -333,3 +336,46 @@ async def test_link_whose_certificate_is_refused_fails_with_the_tls_reason_and_s
         assert "unable to get local issuer certificate" in a.log()
         records = await manage(b, "links.list")
         assert [record["state"] for record in records] == ["Failed"]
+
+
+# -- the TLS demo ------------------------------------------------------------------------------
+
+
+def test_up_runs_the_tls_demo_with_every_link_over_tls(tmp_path: Path) -> None:
+    """configs/topology-three-regions-tls.toml with its documented set-up commands, on free
+    ports and with the certificates in a temporary folder."""
+    certs = tmp_path / "tls"
+    text = (CONFIGS / "topology-three-regions-tls.toml").read_text().replace("../var/tls", str(certs))
+    names = re.findall(r"(?m)^\[nodes\.([A-Za-z0-9._-]+)\]", text)
+    (tmp_path / "source.toml").write_text(text)
+    topology = tmp_path / "demo.toml"
+    ports = on_free_ports(tmp_path / "source.toml", topology)
+    assert len(ports) == 2 * len(names) == 14
+    cli = [sys.executable, "-m", "gateway.cli"]
+    users = str(certs / "users.toml")
+    made = subprocess.run(
+        [*cli, "certs", str(certs), "--users", users, "--nodes", ",".join(names)],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    admin = [*cli, "passwd", users, "guest", "--password-stdin", "--tag", "administrator"]
+    assert subprocess.run(admin, input="guest\n", capture_output=True, text=True).returncode == 0
+
+    result = subprocess.run(
+        up_command(topology, tmp_path / "var", "--traffic", "3", "--exit"),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    links = [
+        line.split() for line in out.splitlines() if re.match(r"127\.0\.0\.1\s+\d+\s+\S+\s+(tcp|ssl)\s", line)
+    ]
+    assert len(links) == 14  # one per dynamic route, each its own direction
+    assert {(link[3], link[5]) for link in links} == {("ssl", "Operational")}
+    assert "Traffic: every message arrived where the topology sends it." in out
+    for name in names:  # each link logged in as its node's certificate, with EXTERNAL
+        log = (tmp_path / "var" / name / "node.log").read_text()
+        assert re.search(r"user '(hub|edge)-[a-z]+(-1|-2)?' opened vhost '/'", log), log
