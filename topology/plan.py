@@ -357,14 +357,12 @@ class _NodeDiff:
                 self.drift("error", "link", f"to {link.peer}", "no node of that name in the file", [])
                 continue
             wanted.add(peer.name)
-            add = link_add(
-                peer.link_address(link.transport),
-                RouteOptions(durable=link.durable, transport=link.transport),
-            )
+            address = peer.link_address(link.transport)
+            add = link_add(address, RouteOptions(durable=link.durable, transport=link.transport))
             found = self.linked.get(peer.name)
             if found is None:
                 detail = link_detail(link.durable, link.transport)
-                self.change("create", "link", f"to {peer.name} {peer.endpoint}", detail, add)
+                self.change("create", "link", f"to {peer.name} {address}", detail, add)
             elif changed := differences(found[1], {"durable": link.durable, "transport": link.transport}):
                 far = found[0]
                 self.replace(
