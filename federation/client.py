@@ -111,8 +111,11 @@ async def connect(
         timeout: bounds connecting plus the handshake, and each `Channel.call`.
         client_properties: merged over the defaults (e.g. {"connection_name": ...}).
 
-    Error handling: ConnectFailed, AuthenticationRefused or ConnectionClosedByPeer (a vhost
-    refused) before the body runs; ConnectionLost or ConnectionClosedByPeer when the
+    An address with `tls` opens TLS first (its CA, client certificate and key) and logs in with
+    EXTERNAL when it has a certificate and no user name (BrokerAddress.mechanism).
+
+    Error handling: ConnectFailed, AuthenticationRefused (TlsRefused for a certificate refused
+    either way) or ConnectionClosedByPeer (a vhost refused) before the body runs; ConnectionLost or ConnectionClosedByPeer when the
     connection breaks during it (the body is cancelled first).
     """
     if isinstance(address, str):

@@ -15,8 +15,8 @@ READY = "node %r ready: AMQP 0-9-1 listening on %s"
 TLS_READY = "node %r ready: AMQP 0-9-1 over TLS listening on %s"
 
 
-def ready_address(log: str, name: str, line: str = READY) -> str | None:
-    """The host:port of the first ready line node `name` logged in `log`, None if none yet
-    (`line`: TLS_READY for its TLS listener)."""
-    match = re.search(re.escape(line % (name, "")) + r"(\S+)", log)
+def ready_address(log: str, name: str) -> str | None:
+    """The host:port of the first (plain) ready line node `name` logged in `log`, None if none
+    yet; a TLS ready line does not match."""
+    match = re.search(re.escape(READY % (name, "")) + r"(\S+)", log)
     return match.group(1) if match else None
