@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
-from gateway.names import DEFAULT_PORT, DEFAULT_TLS_PORT
+from gateway.names import DEFAULT_PORT, DEFAULT_TLS_PORT, TLS_TRANSPORT
 from gateway.tls import ClientTls
 
 #: The SASL mechanisms a client logs in with: PLAIN with a user and password, EXTERNAL with a
@@ -106,6 +106,21 @@ def _credentials(text: str, credentials: str) -> tuple[str, str]:
     if not username:
         raise ValueError(f"broker address {text!r} has an empty user name")
     return username, password
+
+
+def link_tls(
+    transport: str, ca: str | None, cert: str | None, key: str | None, default: ClientTls | None
+) -> ClientTls | None:
+    """How a node's link or peering opens TLS: its own paths, each else the node's (`default`,
+    its tls_ca, tls_cert and tls_key); None for tcp."""
+    if transport != TLS_TRANSPORT:
+        return None
+    base = default or ClientTls()
+    return ClientTls(
+        Path(ca) if ca else base.ca,
+        Path(cert) if cert else base.cert,
+        Path(key) if key else (None if cert else base.key),
+    )
 
 
 def _url_tls(text: str, query: str) -> ClientTls:

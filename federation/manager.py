@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from federation import client
-from federation.address import BrokerAddress
+from federation.address import BrokerAddress, link_tls
 from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
@@ -39,7 +39,7 @@ from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, Rou
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TLS_TRANSPORT, TRANSPORTS, transport_name
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS, transport_name
 from gateway.tls import ClientTls
 
 LOGGER = logging.getLogger("federation.manager")
@@ -79,14 +79,7 @@ class LinkConfig:
 
     def client_tls(self, default: ClientTls | None) -> ClientTls | None:
         """How an ssl link opens TLS: its own paths, else the node's (None for tcp links)."""
-        if self.transport != TLS_TRANSPORT:
-            return None
-        base = default or ClientTls()
-        return ClientTls(
-            Path(self.tls_ca) if self.tls_ca else base.ca,
-            Path(self.tls_cert) if self.tls_cert else base.cert,
-            Path(self.tls_key) if self.tls_key else (base.key if not self.tls_cert else None),
-        )
+        return link_tls(self.transport, self.tls_ca, self.tls_cert, self.tls_key, default)
 
 
 @dataclass
@@ -121,7 +114,7 @@ class Federation:
         self._store: FederationStore | None = None
         self._closing = False
         self._exchanges = FederatedExchanges(node.name)
-        self.federations = Federations(node, settings or FederationSettings(), self._connect)
+        self.federations = Federations(node, settings or FederationSettings(), self._connect, tls)
 
     def operations(self) -> dict[str, Operation]:
         return {

@@ -98,9 +98,15 @@ def link_add(peer: BrokerAddress, options: RouteOptions) -> Request:
     if peer.vhost not in (None, DEFAULT_VHOST):
         arguments["vhost"] = peer.vhost
     if peer.tls is not None:
-        paths = {"tls_ca": peer.tls.ca, "tls_cert": peer.tls.cert, "tls_key": peer.tls.key}
-        arguments.update((key, str(path.absolute())) for key, path in paths.items() if path is not None)
+        arguments.update(_tls_arguments(peer))
     return ("links.add", arguments)
+
+
+def _tls_arguments(peer: BrokerAddress) -> dict[str, Any]:
+    """transport ssl, and the TLS paths an amqps address gave (absolute: the node reads them)."""
+    assert peer.tls is not None
+    paths = {"tls_ca": peer.tls.ca, "tls_cert": peer.tls.cert, "tls_key": peer.tls.key}
+    return {"transport": TLS_TRANSPORT} | {key: str(path.absolute()) for key, path in paths.items() if path}
 
 
 def link_delete(peer: BrokerAddress) -> Request:
@@ -131,17 +137,23 @@ def federation_identity(parent: BrokerAddress, exchange: str, vhost: str) -> dic
 def federation_add(
     parent: Parent, exchange: str, vhost: str, federation_type: str | None, durable: bool
 ) -> Request:
-    """federations.add; a null type and login let the child pick its defaults."""
-    login = parent.address if parent.login_given else None
+    """federations.add; a null type and login let the child pick its defaults. An amqps
+    parent makes an ssl peering, as link_add makes an ssl link (an empty login: EXTERNAL)."""
+    address = parent.address
+    login = address if parent.login_given else None
     arguments = {
-        **federation_identity(parent.address, exchange, vhost),
+        **federation_identity(address, exchange, vhost),
         "type": federation_type,
         "username": login.username if login else None,
         "password": login.password if login else None,
         "durable": durable,
     }
-    if parent.address.vhost is not None:  # a URL's path: the parent's vhost
-        arguments["parent_vhost"] = parent.address.vhost
+    if address.vhost is not None:  # a URL's path: the parent's vhost
+        arguments["parent_vhost"] = address.vhost
+    if address.tls is not None:
+        arguments.update(_tls_arguments(address))
+        if login is None:
+            arguments.update(username="", password="")
     return ("federations.add", arguments)
 
 

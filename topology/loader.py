@@ -184,13 +184,14 @@ class _Reader(schema.SectionReader):
         nodes: dict[str, tuple[KeyPath, dict[str, Any]]],
         entries: dict[str, list[tuple[KeyPath, dict[str, Any]]]],
     ) -> None:
-        """An ssl link or route needs a certificate on both nodes: the opener logs in with its
-        own (EXTERNAL), the other one listens for TLS."""
-        for section in ("links", "routes"):
+        """An ssl link, route or federation needs a certificate on both nodes: the opener logs
+        in with its own (EXTERNAL), the other one listens for TLS."""
+        ends = {"links": ("from", "to"), "routes": ("from", "to"), "federations": ("child", "parent")}
+        for section, keys in ends.items():
             for path, values in entries[section]:
                 if values.get("transport") != TLS_TRANSPORT:
                     continue
-                for end in ("from", "to"):
+                for end in keys:
                     name = values.get(end)
                     if name in nodes and "tls_cert" not in nodes[name][1]:
                         self.problem(
@@ -316,7 +317,12 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
     )
     written = (
         Federation(
-            values["child"], values["parent"], values["exchange"], values.get("type", ""), doc.where(where)
+            values["child"],
+            values["parent"],
+            values["exchange"],
+            values.get("type", ""),
+            doc.where(where),
+            values.get("transport", DEFAULT_TRANSPORT),
         )
         for where, values in entries["federations"]
     )

@@ -199,6 +199,8 @@ class Federation:
     #: `Topology.federation_type`, which everything that reads a type goes through.
     type: str
     where: str = ""
+    #: ssl: the peering runs over TLS to the parent's tls_port, logging in with EXTERNAL.
+    transport: str = DEFAULT_TRANSPORT
 
 
 @dataclass(frozen=True)

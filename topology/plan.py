@@ -51,6 +51,7 @@ from federation.requests import (
     Request,
     RouteOptions,
     RouteSpec,
+    endpoint,
     federation_add,
     federation_delete,
     link_add,
@@ -58,7 +59,7 @@ from federation.requests import (
     route_add,
     route_delete,
 )
-from gateway.names import RESERVED_PREFIX
+from gateway.names import RESERVED_PREFIX, TLS_TRANSPORT
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.far_ends import FarEnd, FarEnds
 from topology.live import LiveNode, LiveState, read_live
@@ -135,10 +136,12 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def federation_parent(parent: Node) -> Parent:
+def federation_parent(parent: Node, transport: str) -> Parent:
     """The parent as `amq-route federate add` names it: with a login only when the file names
     credentials for it (else the child uses its own attach login, as amq-route without a login
-    in the address)."""
+    in the address); over ssl, at its TLS port with no login (EXTERNAL)."""
+    if transport == TLS_TRANSPORT:
+        return Parent(parent.link_address(transport), False)
     return Parent(parent.address, parent.credentials != GUEST)
 
 
@@ -474,8 +477,9 @@ class _NodeDiff:
                 )
                 continue
             wanted.add(federation.exchange)
-            name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
-            add = federation_add(federation_parent(parent), federation.exchange, VHOST, federation.type, True)
+            reached = federation_parent(parent, federation.transport)
+            name = f"{federation.exchange} => {parent.name} {endpoint(reached.address)}"
+            add = federation_add(reached, federation.exchange, VHOST, federation.type, True)
             expected = federation_record(self.topology, federation)
             attributes = {attribute: expected[attribute] for attribute in ("parent", "type")}
             record = live.get(federation.exchange)

@@ -257,13 +257,14 @@ FEDERATION = Section(
         "parent": _node_ref,
         "exchange": _exchange_ref,
         "type": one_of(*TYPES, *ALIASES),
+        "transport": _transport,
     },
     required={
         "child": "the node that opens the peering",
         "parent": "the node it attaches to",
         "exchange": "the exchange to federate",
     },
-    defaults=("type",),
+    defaults=("type", "transport"),
 )
 
 PUBLISHER = Section(

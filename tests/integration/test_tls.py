@@ -343,7 +343,8 @@ async def test_link_whose_certificate_is_refused_fails_with_the_tls_reason_and_s
 
 def test_up_runs_the_tls_demo_with_every_link_over_tls(tmp_path: Path) -> None:
     """configs/topology-three-regions-tls.toml with its documented set-up commands, on free
-    ports and with the certificates in a temporary folder."""
+    ports and with the certificates in a temporary folder: every route's link and both
+    federations' peerings over TLS."""
     certs = tmp_path / "tls"
     text = (CONFIGS / "topology-three-regions-tls.toml").read_text().replace("../var/tls", str(certs))
     names = re.findall(r"(?m)^\[nodes\.([A-Za-z0-9._-]+)\]", text)
@@ -375,6 +376,11 @@ def test_up_runs_the_tls_demo_with_every_link_over_tls(tmp_path: Path) -> None:
     ]
     assert len(links) == 14  # one per dynamic route, each its own direction
     assert {(link[3], link[5]) for link in links} == {("ssl", "Operational")}
+    peerings = re.findall(
+        r"(?m)^127\.0\.0\.1:(\d+) => 127\.0\.0\.1:(\d+) amq\.data \(fanout\)  \[(\w+);", out
+    )
+    hub_eu_tls = ports[1]  # the file's second port: hub-eu's tls_port
+    assert [(parent, state) for _, parent, state in peerings] == [(str(hub_eu_tls), "Operational")] * 2
     assert "Traffic: every message arrived where the topology sends it." in out
     for name in names:  # each link logged in as its node's certificate, with EXTERNAL
         log = (tmp_path / "var" / name / "node.log").read_text()
