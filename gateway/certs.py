@@ -22,6 +22,8 @@ from gateway.security import UsersDB, set_password
 #: Days a certificate is valid unless asked otherwise; the CA lasts ten years.
 DEFAULT_DAYS = 825
 CA_DAYS = 3650
+#: A CA's CN, with a random suffix: two demo CAs must not share a subject, or a client that
+#: trusts one looks the other's certificates up under the same name.
 CA_SUBJECT = "amq-gateway demo CA"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 _KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
@@ -61,7 +63,7 @@ def make_ca(directory: Path) -> Path:
         "-days",
         str(CA_DAYS),
         "-subj",
-        f"/CN={CA_SUBJECT}",
+        f"/CN={CA_SUBJECT} {secrets.token_hex(4)}",
     )
     _private(key)
     return ca

@@ -78,13 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     tls.add_argument("--tls-cert", metavar="FILE", help="the node's certificate (PEM, with its chain)")
     tls.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
     tls.add_argument(
-        "--tls-ca", metavar="FILE", help="CA certificates client certificates are checked against"
+        "--tls-ca",
+        metavar="FILE",
+        help="the CA certificates client certificates (only these) and link peers are checked against",
     )
     tls.add_argument(
         "--tls-verify",
         choices=VERIFY_MODES,
         help="client certificates: none (not asked for), peer (checked when sent; the default),"
-        " require (a client without a valid one is refused)",
+        " require (a client without a valid one is refused; needs --tls-ca)",
     )
     tls.add_argument(
         "--tls-only", action="store_true", default=None, help="close the plain AMQP port (Qpid's sslOnly)"

@@ -6,8 +6,9 @@ names (SASL EXTERNAL, as RabbitMQ's rabbitmq_auth_mechanism_ssl does), and puts 
 handshake into words for logs and for a link's Last Error.
 
 Verification modes, as `--tls-verify` spells them: `none` asks for no client certificate;
-`peer` asks for one and checks any that comes (a client without one may still log in with a
-password); `require` refuses a client without a valid certificate in the handshake.
+`peer` asks for one and checks any that comes against the node's tls_ca (a client without one
+may still log in with a password); `require` refuses a client without a valid certificate in
+the handshake. Without a tls_ca no client certificate is asked for.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def tls_problem(values: Mapping[str, object]) -> tuple[str, str] | None:
         for key in sorted(values):
             if key.startswith("tls_"):
                 return key, "needs tls_cert and tls_key (the node's certificate)"
+    if values.get("tls_verify") == "require" and "tls_ca" not in values:
+        return "tls_verify", "require needs tls_ca (the CA client certificates are checked against)"
     return None
 
 
@@ -73,12 +76,19 @@ class ServerTls:
     login_field: str = "cn"
 
     def context(self) -> ssl.SSLContext:
-        """A server context; TlsError when a file cannot be loaded."""
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        """A server context; TlsError when a file cannot be loaded.
+
+        Client certificates are checked against `ca` only, never the system's CAs (which
+        `ssl.create_default_context` would load): any certificate a public CA signed for
+        CN=admin would otherwise log in as admin with EXTERNAL. Without `ca` no client
+        certificate is asked for.
+        """
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
         _load_chain(context, self.cert, self.key)
-        context.verify_mode = _VERIFY[self.verify]
-        if self.verify != "none":
+        if self.ca is not None and self.verify != "none":
             _load_ca(context, self.ca)
+            context.verify_mode = _VERIFY[self.verify]
         return context
 
 
@@ -112,10 +122,7 @@ def _load_chain(context: ssl.SSLContext, cert: Path, key: Path | None) -> None:
         raise TlsError(f"cannot load certificate {cert} with key {key or cert}: {_reason(exc)}") from None
 
 
-def _load_ca(context: ssl.SSLContext, ca: Path | None) -> None:
-    if ca is None:
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-        return
+def _load_ca(context: ssl.SSLContext, ca: Path) -> None:
     try:
         context.load_verify_locations(cafile=ca)
     except (OSError, ssl.SSLError) as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import aio_pika
 import pika
+import pika.credentials
 import pika.exceptions
 import pytest
 import trio
@@ -237,6 +238,29 @@ def test_plaintext_wrong_ca_and_expired_certificates_are_refused_and_the_node_se
     after = pika_tls(node, client_context(certs, "app"))
     assert round_trip(after, "after-q") == b"over tls"
     after.close()
+
+
+def test_without_a_tls_ca_no_client_certificate_logs_in(
+    nodes: Callable[..., NodeProcess], certs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Client certificates are checked against the node's tls_ca only, never the CAs the system
+    trusts (here: the other CA, made the node's default through SSL_CERT_FILE): one a public CA
+    signed for CN=app must not log in as app. Without a tls_ca no certificate is asked for, and
+    EXTERNAL is not offered."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(certs / "other" / "ca.pem"))
+    cert, key = str(certs / "node.pem"), str(certs / "node.key")
+    users = str(users_file(tmp_path / "users.toml", "app"))
+    node = nodes("t", "--tls-port", "0", "--tls-cert", cert, "--tls-key", key, "--users", users)
+    parameters = pika.ConnectionParameters(
+        "127.0.0.1",
+        node.tls_port,
+        credentials=pika.credentials.ExternalCredentials(),
+        ssl_options=pika.SSLOptions(client_context(certs / "other", "app", ca=certs / "ca.pem"), "localhost"),
+        connection_attempts=1,
+    )
+    with pytest.raises(pika.exceptions.AMQPConnectionError):
+        pika.BlockingConnection(parameters)
+    assert "opened vhost" not in node.log()
 
 
 def test_verify_require_refuses_a_client_without_a_certificate(

@@ -449,13 +449,15 @@ def test_bad_vhost_tables_say_where(tmp_path: Path, text: str, message: str) -> 
 
 def test_tls_keys_make_a_listener_on_5671_unless_a_port_is_given(tmp_path: Path) -> None:
     path = tmp_path / "node.toml"
-    path.write_text('[node]\ntls_cert = "c.pem"\ntls_key = "c.key"\ntls_verify = "require"\n')
+    path.write_text(
+        '[node]\ntls_cert = "c.pem"\ntls_key = "c.key"\ntls_ca = "ca.pem"\ntls_verify = "require"\n'
+    )
     tls = load_node_config(path).tls
     assert tls is not None
     assert (tls.cert, tls.key, tls.ca, tls.verify, tls.port, tls.only) == (
         tmp_path / "c.pem",
         tmp_path / "c.key",
-        None,
+        tmp_path / "ca.pem",
         "require",
         5671,
         False,

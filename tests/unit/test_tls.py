@@ -38,6 +38,10 @@ def test_the_login_is_the_subject_cn_or_the_whole_dn() -> None:
         ({"tls_key": "k"}, ("tls_key", "needs tls_cert too")),
         ({"tls_port": 5671}, ("tls_port", "needs tls_cert and tls_key (the node's certificate)")),
         ({"tls_cert": "c", "tls_key": "k", "tls_only": True}, None),
+        (
+            {"tls_cert": "c", "tls_key": "k", "tls_verify": "require"},
+            ("tls_verify", "require needs tls_ca (the CA client certificates are checked against)"),
+        ),
         ({}, None),
     ],
 )
@@ -68,3 +72,16 @@ def test_handshake_failures_in_words_and_which_are_refusals() -> None:
     assert handshake_failure(eof) == "connection closed during the TLS handshake"
     assert not is_refusal(eof)
     assert handshake_failure(trio.BrokenResourceError()) == "connection closed during the TLS handshake"
+
+
+def test_client_certificates_are_checked_against_the_nodes_ca_only(tmp_path: Path) -> None:
+    cert, key = make_cert(tmp_path, "node")
+    # No tls_ca: no client certificate asked for, whatever tls_verify says.
+    assert ServerTls(cert, key).context().verify_mode == ssl.CERT_NONE
+    context = ServerTls(cert, key, tmp_path / "ca.pem").context()
+    assert context.verify_mode == ssl.CERT_OPTIONAL
+    # Only the node's CA, none of the system's.
+    [((name, value),)] = [ca["subject"] for ca in context.get_ca_certs()][0]
+    assert (name, value.rsplit(" ", 1)[0]) == ("commonName", "amq-gateway demo CA")
+    assert ServerTls(cert, key, tmp_path / "ca.pem", "require").context().verify_mode == ssl.CERT_REQUIRED
+    assert ServerTls(cert, key, tmp_path / "ca.pem", "none").context().verify_mode == ssl.CERT_NONE
