@@ -169,9 +169,13 @@ class Node:
         """Listen and serve until cancelled or shut down; started() hands back the listeners
         (the plain ones, unless TLS only, then the TLS ones)."""
         tls = self.tls
-        listeners = [] if tls is not None and tls.only else await open_listeners(host, port)
-        tls_listeners = [] if tls is None else await open_listeners(host, tls.port)
+        listeners: list[trio.SocketListener] = []
+        tls_listeners: list[trio.SocketListener] = []
         try:
+            if tls is None or not tls.only:
+                listeners = await open_listeners(host, port)
+            if tls is not None:
+                tls_listeners = await open_listeners(host, tls.port)
             async with trio.open_nursery() as nursery:
                 self._handler_nursery = nursery
                 if self.store is not None:
