@@ -8,11 +8,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import backlog, brokers, harness, memory, report, simulation, workers
+from . import backlog, brokers, harness, memory, report, simulation, tls, workers
 
 RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
 BACKLOG_JSON = Path(__file__).parent / "results" / "backlog.json"
 MEMORY_JSON = Path(__file__).parent / "results" / "memory.json"
+TLS_JSON = Path(__file__).parent / "results" / "tls.json"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     under.add_argument("--gateway", type=Path, default=brokers.default_gateway_command())
     under.add_argument("--only", choices=backlog.BROKERS, help="one broker (the section still shows both)")
     under.add_argument(
+        "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
+    )
+    secure = sub.add_parser("tls", help="one node's throughput over TLS against plain TCP, same run")
+    secure.add_argument("--messages", type=int, default=100_000, help="messages per run")
+    secure.add_argument(
+        "--repeat", type=int, default=3, help="runs per scenario and transport (median shown)"
+    )
+    secure.add_argument("--timeout", type=float, default=120.0, help="seconds before a run is aborted")
+    secure.add_argument("--gateway", type=Path, default=brokers.default_gateway_command())
+    secure.add_argument(
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
     )
     piles = sub.add_parser("memory", help="memory while a backlog piles up with no consumer, then its drain")
@@ -123,6 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         memory.write_json(results, MEMORY_JSON)
         memory.write_markdown(results, args.out)
         print(f"wrote {args.out} and {MEMORY_JSON}")
+        return 0
+    if args.command == "tls":
+        results = tls.run(args.messages, args.repeat, args.timeout, args.gateway, command)
+        backlog.write_json(results, TLS_JSON)
+        tls.write_markdown(results, args.out)
+        print(f"wrote {args.out} and {TLS_JSON}")
         return 0
     if args.command == "backlog":
         results = backlog.run(args.messages, args.gateway, command, args.only)

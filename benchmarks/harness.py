@@ -35,8 +35,11 @@ def _start(name: str, workdir: Path, settings: Settings) -> AbstractContextManag
     return brokers.gateway(workdir, settings.gateway_command)
 
 
-def run_once(broker: brokers.RunningBroker, s: Scenario, messages: int, timeout: float) -> dict[str, Any]:
-    """One publisher/consumer run on a fresh copy of the scenario's queue (and exchange)."""
+def run_once(
+    broker: brokers.RunningBroker, s: Scenario, messages: int, timeout: float, tls_ca: str | None = None
+) -> dict[str, Any]:
+    """One publisher/consumer run on a fresh copy of the scenario's queue (and exchange); over
+    TLS when `tls_ca` is given (the broker's port is then its TLS port)."""
     work = Workload(
         host=broker.host,
         port=broker.port,
@@ -48,9 +51,10 @@ def run_once(broker: brokers.RunningBroker, s: Scenario, messages: int, timeout:
         confirms=s.confirms,
         rate=s.rate,
         idle_timeout=timeout,
+        tls_ca=tls_ca,
     )
     deadline = time.monotonic() + timeout
-    setup = Connection.open(broker.host, broker.port, timeout=timeout)
+    setup = Connection.open(broker.host, broker.port, timeout=timeout, tls_ca=tls_ca)
     try:
         declare(setup, s)
         return measure(work, broker, [broker], deadline)

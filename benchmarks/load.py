@@ -58,6 +58,8 @@ class Workload:
     confirms: bool = False
     rate: int | None = None  # messages per second; None = as fast as the broker takes them
     idle_timeout: float = 30.0
+    #: Over TLS, checking the broker against this CA file (None: plain TCP).
+    tls_ca: str | None = None
 
 
 def _guard(pipe: Pipe, work: Any, *args: Any) -> None:
@@ -139,7 +141,7 @@ class _Stream:
 
 
 def _publish(work: Workload, go: Pipe) -> dict[str, float]:
-    conn = Connection.open(work.host, work.port, timeout=work.idle_timeout)
+    conn = Connection.open(work.host, work.port, timeout=work.idle_timeout, tls_ca=work.tls_ca)
     if work.confirms:
         conn.call(commands.Confirm.Select())
     stream = _Stream(work)
@@ -304,7 +306,7 @@ class _Deliveries:
 
 
 def _consume(work: Workload, ready: Pipe) -> dict[str, Any]:
-    conn = Connection.open(work.host, work.port, timeout=work.idle_timeout)
+    conn = Connection.open(work.host, work.port, timeout=work.idle_timeout, tls_ca=work.tls_ca)
     conn.call(commands.Basic.Qos(prefetch_count=PREFETCH))
     conn.call(commands.Basic.Consume(queue=work.queue, consumer_tag="bench"))
     deliveries = _Deliveries()

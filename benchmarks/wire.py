@@ -8,6 +8,7 @@ with one struct call, so the tool spends almost nothing per message.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from typing import Any
@@ -91,10 +92,13 @@ class Connection:
         self.server_properties: dict[str, Any] = {}
 
     @classmethod
-    def open(cls, host: str, port: int, timeout: float = 30.0) -> Connection:
-        """Connect, authenticate as guest/guest with PLAIN, disable heartbeats, open channel 1."""
+    def open(cls, host: str, port: int, timeout: float = 30.0, tls_ca: str | None = None) -> Connection:
+        """Connect, authenticate as guest/guest with PLAIN, disable heartbeats, open channel 1;
+        over TLS, checking the broker against `tls_ca`, when one is given."""
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls_ca is not None:
+            sock = ssl.create_default_context(cafile=tls_ca).wrap_socket(sock, server_hostname=host)
         conn = cls(sock)
         sock.sendall(frame.marshal(header.ProtocolHeader(), 0))
         start = conn.expect(commands.Connection.Start)

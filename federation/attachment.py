@@ -35,7 +35,7 @@ from typing import Any
 import trio
 from pamqp import commands
 
-from federation.address import BrokerAddress
+from federation.address import BrokerAddress, link_tls
 from federation.health import Health
 from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
@@ -59,9 +59,10 @@ from gateway.broker.queue import Queue
 from gateway.broker.vhost import VHost
 from gateway.federation_config import cannot_federate
 from gateway.management import ManagementError
-from gateway.names import DEFAULT_VHOST
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
 from gateway.routing.bindings import Identity, binding_identity
 from gateway.routing.federation_types import BEHAVIOURS, resolve_type
+from gateway.tls import ClientTls
 from gateway.wire import make_method
 from gateway.wire.events import MessageReturned
 
@@ -96,10 +97,19 @@ class AttachmentConfig:
     source: str = "runtime"
     outbox_limit: int = 100_000
     outbox_policy: str = "block"
+    #: ssl: the peering runs over TLS, with these paths or the node's own (LinkConfig's rule);
+    #: an empty username then logs in with EXTERNAL as the certificate's user.
+    transport: str = DEFAULT_TRANSPORT
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @property
     def parent(self) -> BrokerAddress:
         return BrokerAddress(self.host, self.port, self.username, self.password)
+
+    def client_tls(self, default: ClientTls | None) -> ClientTls | None:
+        return link_tls(self.transport, self.tls_ca, self.tls_cert, self.tls_key, default)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -244,6 +254,7 @@ class Attachment:
             "type": config.type,
             "parent": f"{config.host}:{config.port}",
             "login": config.username,
+            "transport": config.transport,
             "durable": config.durable,
             "source": config.source,
             **status,

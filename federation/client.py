@@ -53,9 +53,11 @@ from federation.errors import (
     ConnectionLost,
     ConsumerCancelled,
     PublishNacked,
+    TlsRefused,
 )
 from gateway.names import DEFAULT_VHOST
 from gateway.pump import Pump
+from gateway.tls import TlsError, handshake_failure, is_refusal
 from gateway.wire import NEED_DATA, Content, Negotiated, events, make_method
 from gateway.wire.client import ClientConnection, ClientState
 
@@ -109,15 +111,23 @@ async def connect(
         timeout: bounds connecting plus the handshake, and each `Channel.call`.
         client_properties: merged over the defaults (e.g. {"connection_name": ...}).
 
-    Error handling: ConnectFailed, AuthenticationRefused or ConnectionClosedByPeer (a vhost
-    refused) before the body runs; ConnectionLost or ConnectionClosedByPeer when the
+    An address with `tls` opens TLS first (its CA, client certificate and key) and logs in with
+    EXTERNAL when it has a certificate and no user name (BrokerAddress.mechanism).
+
+    Error handling: ConnectFailed, AuthenticationRefused (TlsRefused for a certificate refused
+    either way) or ConnectionClosedByPeer (a vhost refused) before the body runs; ConnectionLost or ConnectionClosedByPeer when the
     connection breaks during it (the body is cancelled first).
     """
     if isinstance(address, str):
         address = BrokerAddress.parse(address)
     vhost = vhost or address.vhost or DEFAULT_VHOST
     wire = ClientConnection(
-        address.username, address.password, vhost, client_properties=client_properties, heartbeat=heartbeat
+        address.username,
+        address.password,
+        vhost,
+        client_properties=client_properties,
+        heartbeat=heartbeat,
+        mechanism=address.mechanism,
     )
     deadline = trio.current_time() + timeout
     stream = await _open_stream(address, timeout)
@@ -149,14 +159,38 @@ async def connect(
         raise connection._error
 
 
-async def _open_stream(address: BrokerAddress, timeout: float) -> trio.SocketStream:
+async def _open_stream(address: BrokerAddress, timeout: float) -> trio.abc.Stream:
+    """A TCP stream to the address, with the TLS handshake done over it for an amqps one."""
     try:
         with trio.fail_after(timeout):
-            return await trio.open_tcp_stream(address.host, address.port)
+            stream = await trio.open_tcp_stream(address.host, address.port)
     except trio.TooSlowError:
         raise ConnectFailed(f"timed out connecting to {address} after {timeout:g} s") from None
     except OSError as exc:
         raise ConnectFailed(_os_error_text(exc)) from exc
+    if address.tls is None:
+        return stream
+    try:
+        context = address.tls.context()
+        tls_stream = trio.SSLStream(stream, context, server_hostname=address.host)
+        with trio.fail_after(timeout):
+            await tls_stream.do_handshake()
+    except TlsError as exc:
+        await trio.aclose_forcefully(stream)
+        raise TlsRefused(str(exc)) from None
+    except trio.TooSlowError:
+        await trio.aclose_forcefully(stream)
+        raise ConnectFailed(f"timed out in the TLS handshake with {address} after {timeout:g} s") from None
+    except trio.BrokenResourceError as exc:
+        await trio.aclose_forcefully(stream)
+        raise _tls_failure(address, exc) from None
+    return tls_stream
+
+
+def _tls_failure(address: BrokerAddress, exc: BaseException) -> ClientError:
+    """A failed TLS handshake: TlsRefused when a certificate was refused, else ConnectFailed."""
+    text = f"TLS handshake with {address} failed: {handshake_failure(exc)}"
+    return TlsRefused(text) if is_refusal(exc) else ConnectFailed(text)
 
 
 def _os_error_text(exc: BaseException) -> str:
@@ -186,7 +220,7 @@ class Connection:
     """An open client connection; made by `connect`, used through `channel()`."""
 
     def __init__(
-        self, stream: trio.SocketStream, wire: ClientConnection, address: BrokerAddress, timeout: float
+        self, stream: trio.abc.Stream, wire: ClientConnection, address: BrokerAddress, timeout: float
     ) -> None:
         self.address = address
         self.timeout = timeout
@@ -395,6 +429,11 @@ class Connection:
             return ConnectionClosedByPeer(event.reply_code, event.reply_text)
         if isinstance(event, events.ProtocolHeaderRejected):
             return ConnectFailed(f"{self.address} does not speak AMQP 0-9-1: it answered {event.received!r}")
+        error = self._pump.receive_error
+        if not self._opened.is_set() and error is not None and is_refusal(error):
+            # TLS 1.3: the server checks our certificate after our handshake has finished,
+            # and its refusal arrives as an alert on the first read.
+            return _tls_failure(self.address, error)
         if isinstance(event, events.ProtocolErrorOccurred):
             reason = f"protocol error by {self.address}: {event.error.reply_text}"
         else:

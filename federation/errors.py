@@ -6,6 +6,7 @@ are worth retrying. The split it relies on:
 
 - AuthenticationRefused is permanent: retrying with the same credentials cannot succeed, and
   hammering a peer with bad credentials looks like an attack, so a link stops (state Failed).
+  TlsRefused, a certificate refused either way in the TLS handshake, is one of them.
 - ConnectFailed, ConnectionLost and ConnectionClosedByPeer are transient: the peer may be back
   in a minute, so a link retries on its backoff schedule.
 - ChannelClosedByPeer ends one channel, not the connection: it is a route's failure, and the
@@ -31,6 +32,11 @@ class ConnectFailed(ClientError):
 
 class AuthenticationRefused(ClientError):
     """The peer refused our credentials during the handshake; the text is the server's own."""
+
+
+class TlsRefused(AuthenticationRefused):
+    """A certificate was refused in the TLS handshake (the peer's by us, or ours by the peer),
+    or ours cannot be loaded: as permanent as refused credentials, so a link stops (Failed)."""
 
 
 class ConnectionLost(ClientError):

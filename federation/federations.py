@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
@@ -32,7 +32,8 @@ from federation.routes import LocalNode
 from gateway.broker.exchange import Exchange
 from gateway.federation_config import OUTBOX_POLICIES, FederationRule, FederationSettings
 from gateway.management import ManagementError, Operation
-from gateway.names import DEFAULT_VHOST
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TLS_TRANSPORT, TRANSPORTS, transport_name
+from gateway.tls import ClientTls
 from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("federation.federations")
@@ -60,8 +61,12 @@ def _record(entry: _Entry) -> dict[str, Any]:
 class Federations:
     """Federated exchanges; `start` within the node's federation nursery."""
 
-    def __init__(self, node: LocalNode, settings: FederationSettings, connect: Connect) -> None:
+    def __init__(
+        self, node: LocalNode, settings: FederationSettings, connect: Connect, tls: ClientTls | None = None
+    ) -> None:
+        """`tls`: the node's own CA, certificate and key, what ssl peerings use by default."""
         self.node = node
+        self._tls = tls
         self.settings = settings
         self._rules = settings.rules()
         self._connect = connect
@@ -162,17 +167,30 @@ class Federations:
         password: str | None = None,
         durable: bool = False,
         parent_vhost: str | None = None,
+        transport: str = DEFAULT_TRANSPORT,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> dict[str, Any]:
         """Federate `exchange` to the parent host:port (its `parent_vhost`, by default the
-        node's attach_vhost); its record."""
+        node's attach_vhost); its record. An ssl (tls) peering runs over TLS as an ssl link
+        does (federation.manager.Federation.add_link), an empty username logging in with
+        EXTERNAL."""
         target = self._exchange(vhost, exchange)
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ManagementError("usage", f"port {port!r} is not a port number")
         # A peering is a link this node opens: the ACL's `create link`, as for links.add.
         self.node.management.authorize("create", "link", str(BrokerAddress(host, port)))
+        transport = transport_name(transport)
+        if transport not in TRANSPORTS:
+            raise ManagementError(
+                "usage", f"transport '{transport}' is not supported: use {' or '.join(TRANSPORTS)}"
+            )
         settings = self.settings
         username = username if username is not None else settings.attach_login
-        if password is None:
+        if not username and transport == TLS_TRANSPORT:
+            password = ""  # EXTERNAL: the certificate names the user
+        elif password is None:
             try:
                 password = settings.password_for(username)
             except ConfigError as error:
@@ -189,7 +207,18 @@ class Federations:
             durable=bool(durable),
             outbox_limit=settings.outbox_limit,
             outbox_policy=settings.outbox_policy,
+            transport=transport,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
+        tls = config.client_tls(self._tls)
+        if tls is not None and not username and tls.cert is None:
+            raise ManagementError(
+                "usage",
+                f"the ssl peering to {config.parent} has no login, so it logs in with EXTERNAL, which"
+                " needs a client certificate: give the node a tls_cert, or the peering one",
+            )
         entry = self._start(config, target)
         if config.durable:
             self._stored().put_attachment(vhost, exchange, config.to_json())
@@ -243,8 +272,9 @@ class Federations:
         attachment = Attachment(config, self.node, exchange.vhost)
         attachment.attach(exchange)
         peering = Peering(attachment, self._store)
+        tls = config.client_tls(self._tls)
         link = Link(
-            config.parent,
+            config.parent if tls is None else replace(config.parent, tls=tls),
             heartbeat=PEERING_HEARTBEAT,
             connect=self._peering_connect(config),
             name=f"peering of exchange '{config.exchange}' to {config.parent}",

@@ -10,7 +10,8 @@ Error handling:
 - Connection failures (ConnectFailed, ConnectionLost, ConnectionClosedByPeer, OSError) put the
   link in Waiting with the error's text and retry on the `Backoff` schedule, forever.
 - AuthenticationRefused puts it in Failed and `run` returns: the same credentials will be
-  refused again, and retrying them every minute looks like password guessing to the peer.
+  refused again, and retrying them every minute looks like password guessing to the peer. A
+  certificate refused in the TLS handshake (TlsRefused, either way) is one of them.
 - A route's own failure (any other exception from its `run`) stays in its supervisor: it is
   logged and the route is restarted after a delay on the same schedule, while the connection and
   the other routes carry on. A route that raises a connection error ends the connection, since

@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from federation import client
-from federation.address import BrokerAddress
+from federation.address import BrokerAddress, link_tls
 from federation.dynamic_route import VHOST, DynamicRoute, FederatedExchanges
 from federation.errors import AuthenticationRefused
 from federation.federations import Federations
@@ -39,7 +39,8 @@ from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, Rou
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TRANSPORTS, transport_name
+from gateway.tls import ClientTls
 
 LOGGER = logging.getLogger("federation.manager")
 
@@ -66,10 +67,19 @@ class LinkConfig:
     heartbeat: int = DEFAULT_HEARTBEAT
     #: The peer's vhost the link opens (None: "/").
     vhost: str | None = None
+    #: An ssl link's CA and client certificate and key (paths on this node), each defaulting
+    #: to the node's own (its tls_ca, tls_cert, tls_key).
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @property
     def address(self) -> BrokerAddress:
         return BrokerAddress(self.host, self.port, self.username, self.password, self.vhost)
+
+    def client_tls(self, default: ClientTls | None) -> ClientTls | None:
+        """How an ssl link opens TLS: its own paths, else the node's (None for tcp links)."""
+        return link_tls(self.transport, self.tls_ca, self.tls_cert, self.tls_key, default)
 
 
 @dataclass
@@ -91,8 +101,11 @@ class Federation:
         data_dir: Path | None,
         connect: Connect = client.connect,
         settings: FederationSettings | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
+        """`tls`: the node's own CA, certificate and key, what its ssl links use by default."""
         self.node = node
+        self._tls = tls
         self._data_dir = data_dir
         self._client_connect = connect
         self._peers: dict[tuple[str, int], _Peer] = {}
@@ -101,7 +114,7 @@ class Federation:
         self._store: FederationStore | None = None
         self._closing = False
         self._exchanges = FederatedExchanges(node.name)
-        self.federations = Federations(node, settings or FederationSettings(), self._connect)
+        self.federations = Federations(node, settings or FederationSettings(), self._connect, tls)
 
     def operations(self) -> dict[str, Operation]:
         return {
@@ -182,15 +195,34 @@ class Federation:
         transport: str = DEFAULT_TRANSPORT,
         heartbeat: int | None = None,
         vhost: str | None = None,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> dict[str, Any]:
         """Add a link to host:port (opening the peer's `vhost`, "/" by default); its record,
         with `change`: "added", or for an existing link "updated" when these credentials or
         this vhost differ from its own (it reconnects with them, its routes with it) and
-        "unchanged" otherwise (durability and the rest stay as they are)."""
+        "unchanged" otherwise (durability and the rest stay as they are).
+
+        An ssl (or tls) link opens TLS with `tls_ca`, `tls_cert` and `tls_key`, each defaulting
+        to the node's own; with an empty user name it logs in with EXTERNAL, as its
+        certificate's user."""
         peer = self._peers.get((host, port))
         if peer is None:
             beat = _number("heartbeat", heartbeat, DEFAULT_HEARTBEAT)
-            config = LinkConfig(host, port, username, password, bool(durable), transport, beat, vhost)
+            config = LinkConfig(
+                host,
+                port,
+                username,
+                password,
+                bool(durable),
+                transport_name(transport),
+                beat,
+                vhost,
+                tls_ca,
+                tls_cert,
+                tls_key,
+            )
             peer = self._add_link(config)
             return {**peer.link.snapshot(), "change": "added"}
         if (username, password, vhost) == (peer.config.username, peer.config.password, peer.config.vhost):
@@ -203,7 +235,19 @@ class Federation:
 
     def _add_link(self, config: LinkConfig) -> _Peer:
         if config.transport not in TRANSPORTS:
-            raise ManagementError("usage", f"transport '{config.transport}' is not supported: links use tcp")
+            raise ManagementError(
+                "usage",
+                f"transport '{config.transport}' is not supported: links use {' or '.join(TRANSPORTS)}",
+            )
+        tls = config.client_tls(self._tls)
+        if tls is not None and not config.username and tls.cert is None:
+            raise ManagementError(
+                "usage",
+                f"the ssl link to {config.address} has no credentials, so it logs in with EXTERNAL,"
+                " which needs a client certificate: give the node a tls_cert, or the link one",
+            )
+        if tls is None and not config.username:
+            raise ManagementError("usage", f"the link to {config.address} needs a user name")
         if not isinstance(config.port, int) or not 1 <= config.port <= 65535:
             raise ManagementError("usage", f"port {config.port!r} is not a port number")
         if self._is_own_address(config.host, config.port):
@@ -223,8 +267,9 @@ class Federation:
         """A new link for `config`, running in the federation's nursery: the one place a link
         is made (added, or replaced to log in anew), so the ACL's `create link` is asked here."""
         self.node.management.authorize("create", "link", str(config.address))
+        tls = config.client_tls(self._tls)
         link = Link(
-            config.address,
+            config.address if tls is None else replace(config.address, tls=tls),
             durable=config.durable,
             transport=config.transport,
             heartbeat=config.heartbeat,

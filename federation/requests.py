@@ -12,7 +12,7 @@ from typing import Any
 
 from federation import formatting
 from federation.address import BrokerAddress
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TLS_TRANSPORT, transport_name
 
 #: One management request: (method, arguments).
 Request = tuple[str, dict[str, Any]]
@@ -82,18 +82,31 @@ def endpoint(address: BrokerAddress) -> str:
 
 def link_add(peer: BrokerAddress, options: RouteOptions) -> Request:
     """links.add: the peer, with the credentials the link logs in with and the peer's vhost
-    it opens (when not the default one)."""
+    it opens (when not the default one). An amqps peer makes an ssl link, with the URL's CA
+    and client certificate paths (absolute: the node reads them); without credentials an ssl
+    link logs in with EXTERNAL (an empty user name), as its certificate's user."""
+    transport = TLS_TRANSPORT if peer.tls is not None else transport_name(options.transport)
+    external = transport == TLS_TRANSPORT and (not peer.login_given or peer.mechanism == "EXTERNAL")
     arguments: dict[str, Any] = {
         "host": peer.host,
         "port": peer.port,
-        "username": peer.username,
-        "password": peer.password,
+        "username": "" if external else peer.username,
+        "password": "" if external else peer.password,
         "durable": options.durable,
-        "transport": options.transport,
+        "transport": transport,
     }
     if peer.vhost not in (None, DEFAULT_VHOST):
         arguments["vhost"] = peer.vhost
+    if peer.tls is not None:
+        arguments.update(_tls_arguments(peer))
     return ("links.add", arguments)
+
+
+def _tls_arguments(peer: BrokerAddress) -> dict[str, Any]:
+    """transport ssl, and the TLS paths an amqps address gave (absolute: the node reads them)."""
+    assert peer.tls is not None
+    paths = {"tls_ca": peer.tls.ca, "tls_cert": peer.tls.cert, "tls_key": peer.tls.key}
+    return {"transport": TLS_TRANSPORT} | {key: str(path.absolute()) for key, path in paths.items() if path}
 
 
 def link_delete(peer: BrokerAddress) -> Request:
@@ -124,17 +137,23 @@ def federation_identity(parent: BrokerAddress, exchange: str, vhost: str) -> dic
 def federation_add(
     parent: Parent, exchange: str, vhost: str, federation_type: str | None, durable: bool
 ) -> Request:
-    """federations.add; a null type and login let the child pick its defaults."""
-    login = parent.address if parent.login_given else None
+    """federations.add; a null type and login let the child pick its defaults. An amqps
+    parent makes an ssl peering, as link_add makes an ssl link (an empty login: EXTERNAL)."""
+    address = parent.address
+    login = address if parent.login_given else None
     arguments = {
-        **federation_identity(parent.address, exchange, vhost),
+        **federation_identity(address, exchange, vhost),
         "type": federation_type,
         "username": login.username if login else None,
         "password": login.password if login else None,
         "durable": durable,
     }
-    if parent.address.vhost is not None:  # a URL's path: the parent's vhost
-        arguments["parent_vhost"] = parent.address.vhost
+    if address.vhost is not None:  # a URL's path: the parent's vhost
+        arguments["parent_vhost"] = address.vhost
+    if address.tls is not None:
+        arguments.update(_tls_arguments(address))
+        if login is None:
+            arguments.update(username="", password="")
     return ("federations.add", arguments)
 
 

@@ -14,6 +14,8 @@ from federation import formatting
 from federation.address import BrokerAddress
 from federation.management_client import Client
 from federation.requests import endpoint
+from gateway.names import TLS_TRANSPORT
+from gateway.tls import ClientTls
 
 
 def link_endpoint(link: formatting.Record) -> str:
@@ -43,14 +45,20 @@ class NodeView:
 
     def peers(self) -> list[tuple[BrokerAddress, str | None]]:
         """The nodes to visit from this one: its links' far ends, then its federations'
-        parents, each with the name it gave when last reached (None: never reached)."""
+        parents, each with the name it gave when last reached (None: never reached); those
+        reached over ssl with `tls` set (the walk fills in how)."""
         return [
-            *((link_peer(link), link.get("node")) for link in self.links),
+            *((_over(link, link_peer(link)), link.get("node")) for link in self.links),
             *(
-                (formatting.federation_parent(federation), federation.get("parent_node"))
+                (_over(federation, formatting.federation_parent(federation)), federation.get("parent_node"))
                 for federation in self.federations
             ),
         ]
+
+
+def _over(record: formatting.Record, address: BrokerAddress) -> BrokerAddress:
+    """`address` marked TLS when the record's link or peering is ssl: its port is a TLS port."""
+    return replace(address, tls=ClientTls()) if record.get("transport") == TLS_TRANSPORT else address
 
 
 class MapWalk:
@@ -62,7 +70,7 @@ class MapWalk:
     federations' parents, each once, in the order found: a node is known by the name it
     reports (two addresses of one node, localhost:5672 and 127.0.0.1:5672, are one node, read
     once), or by `host:port` where it reports none; every node after the first is reached with
-    the first node's credentials. `pending()` yields the nodes to read
+    the first node's credentials (and, over an ssl link, its TLS settings). `pending()` yields the nodes to read
     while the walk grows; the caller answers each with `reached` or `failed`, which return the
     probe line. `lines()` is the whole map, `heading()` and `sections()` its two halves."""
 
@@ -97,8 +105,15 @@ class MapWalk:
             self._seen.add(endpoint(peer))
             if name is not None:
                 self._names[name] = endpoint(peer)
-            self._queue.append(replace(peer, username=self.start.username, password=self.start.password))
+            self._queue.append(self._as_start(peer))
         return self.probes[-1]
+
+    def _as_start(self, peer: BrokerAddress) -> BrokerAddress:
+        """`peer` reached as the first node was: with its credentials and, at a TLS port, its
+        TLS settings (an amqps start address with the CA, and certificate, that the peers'
+        certificates need), else the system's CAs."""
+        tls = (self.start.tls or peer.tls) if peer.tls is not None else None
+        return replace(peer, username=self.start.username, password=self.start.password, tls=tls)
 
     def found_as(self, address: BrokerAddress) -> str | None:
         """The name the node at `address` (one of `pending()`'s) gave to the node that found

@@ -1,5 +1,5 @@
 """`amq-gateway`: run a node (`serve`), a whole topology on this host (`up`, and `clean` to
-remove what it keeps), and manage a users file (`passwd`).
+remove what it keeps), manage a users file (`passwd`), and make demo TLS certificates (`certs`).
 
 Flags override the TOML node config; every bad input ends with one line on stderr naming what
 was wrong and exit status 2 (usage) or 1 (runtime), never a traceback.
@@ -16,16 +16,18 @@ from pathlib import Path
 import trio
 
 from gateway import __version__, collector
+from gateway.certs import DEFAULT_DAYS, CertsError, run_certs
 from gateway.config import NodeConfig, load_node_config
 from gateway.logformat import configure_logging
 from gateway.memoryalarm import one_heap
-from gateway.names import DEFAULT_PORT
+from gateway.names import DEFAULT_PORT, DEFAULT_TLS_PORT
 from gateway.node import Node
 from gateway.security import TAGS, UsersDB, UsersFileError, run_passwd
 from gateway.security.password_input import HELP as PASSWORD_HELP
 from gateway.security.password_input import PasswordUnavailable, add_password_options, given_password
 from gateway.server import Limits, ListenError
 from gateway.store import Store, StoreError
+from gateway.tls import LOGIN_FIELDS, VERIFY_MODES, TlsError
 from gateway.tomlfile import ConfigError
 
 LOGGER = logging.getLogger("gateway")
@@ -87,6 +89,33 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="connections the node lets open at once; more are refused with 530 at Connection.Open"
         " (default: no limit)",
+    )
+    tls = serve.add_argument_group("TLS (see docs/security.md)")
+    tls.add_argument(
+        "--tls-port",
+        metavar="P",
+        help=f"AMQP over TLS port (default {DEFAULT_TLS_PORT} once --tls-cert is given)",
+    )
+    tls.add_argument("--tls-cert", metavar="FILE", help="the node's certificate (PEM, with its chain)")
+    tls.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    tls.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="the CA certificates client certificates (only these) and link peers are checked against",
+    )
+    tls.add_argument(
+        "--tls-verify",
+        choices=VERIFY_MODES,
+        help="client certificates: none (not asked for), peer (checked when sent; the default),"
+        " require (a client without a valid one is refused; needs --tls-ca)",
+    )
+    tls.add_argument(
+        "--tls-only", action="store_true", default=None, help="close the plain AMQP port (Qpid's sslOnly)"
+    )
+    tls.add_argument(
+        "--tls-login-field",
+        choices=LOGIN_FIELDS,
+        help="what names the user of an EXTERNAL login: the certificate subject's cn (default) or whole dn",
     )
     federation = serve.add_argument_group("federation (OpenAMQ's; see docs/federation.md)")
     federation.add_argument(
@@ -170,6 +199,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--fresh", action="store_true", help="remove the nodes' data and logs first (as `amq-gateway clean`)"
     )
 
+    certs = commands.add_parser(
+        "certs",
+        help="make a CA and a TLS certificate per node in DIR, for a demo or a test (runs openssl)",
+        description="Make DIR/ca.pem (reused if DIR has one) and DIR/<node>.pem and .key for each node: "
+        "subject CN=<node> (its EXTERNAL login), valid for <node>, localhost, 127.0.0.1 and ::1. "
+        "See docs/security.md.",
+    )
+    certs.add_argument("directory", type=Path, metavar="DIR")
+    certs.add_argument(
+        "--nodes",
+        default="",
+        metavar="A,B,...",
+        help="comma-separated node (or user) names to make certificates for",
+    )
+    certs.add_argument(
+        "--users",
+        type=Path,
+        metavar="FILE",
+        help="also add each name to this users file (random passwords: they log in with their certificates)",
+    )
+    certs.add_argument(
+        "--days", type=int, default=DEFAULT_DAYS, metavar="N", help=f"validity (default {DEFAULT_DAYS})"
+    )
+
     clean = commands.add_parser(
         "clean",
         help="remove the data and logs `up` keeps for a topology's nodes on this host",
@@ -186,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return serve(args)
+        if args.command == "certs":
+            if args.days < 1:
+                build_parser().error("--days: a certificate must be valid for at least 1 day")
+            names = [name for name in args.nodes.split(",") if name]
+            return run_certs(args.directory, names, args.days, args.users)
         if args.command in ("up", "clean"):
             from topology.up import Options, clean, up  # only these need the planner and networkx
 
@@ -195,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             return up(args.topology_file, options)
         password = given_password(args)
         return run_passwd(args.users_file, args.username, password, args.vhosts, args.tags)
-    except (ConfigError, UsersFileError, StoreError, PasswordUnavailable) as exc:
+    except (ConfigError, UsersFileError, StoreError, PasswordUnavailable, TlsError, CertsError) as exc:
         for line in str(exc).splitlines():  # an ACL file's errors: one line each
             print(f"amq-gateway: error: {line}", file=sys.stderr)
         return 1
@@ -217,6 +275,13 @@ def node_config(args: argparse.Namespace) -> NodeConfig:
         queue_memory_budget=args.queue_memory_budget,
         max_message_size=args.max_message_size,
         max_connections=args.max_connections,
+        tls_port=args.tls_port,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_ca=args.tls_ca,
+        tls_verify=args.tls_verify,
+        tls_only=args.tls_only,
+        tls_login_field=args.tls_login_field,
         attach=args.attach,
         attach_vhost=args.attach_vhost,
         attach_login=args.attach_login,
@@ -253,6 +318,7 @@ def serve(args: argparse.Namespace) -> int:
             queue_defaults=config.queue_defaults,
             max_connections=config.max_connections,
             vhost_limits=config.vhost_limits,
+            tls=config.tls,
         )
         for vhost in config.vhosts:
             node.broker.add_vhost(vhost)

@@ -16,8 +16,9 @@ from gateway.broker.paging import QUEUE_MEMORY_BUDGET
 from gateway.diskalarm import DEFAULT_LIMIT
 from gateway.federation_config import FEDERATION_CHECKS, FederationSettings, load_federation_settings
 from gateway.memoryalarm import DEFAULT_WATERMARK, Watermark
-from gateway.names import DEFAULT_PORT, DEFAULT_VHOST
+from gateway.names import DEFAULT_PORT, DEFAULT_TLS_PORT, DEFAULT_VHOST
 from gateway.security.users import LIMIT
+from gateway.tls import LOGIN_FIELDS, VERIFY_MODES, ServerTls, tls_problem
 from gateway.tomlfile import (
     ConfigError,
     Invalid,
@@ -25,6 +26,7 @@ from gateway.tomlfile import (
     boolean,
     describe,
     integer,
+    one_of,
     read_toml,
     table_values,
 )
@@ -171,6 +173,13 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
         "queue_memory_budget": parse_size,
         "max_message_size": parse_max_message_size,
         "max_connections": LIMIT,
+        "tls_port": integer(0, 65535),
+        "tls_cert": _path(base),
+        "tls_key": _path(base),
+        "tls_ca": _path(base),
+        "tls_verify": one_of(*VERIFY_MODES),
+        "tls_only": boolean,
+        "tls_login_field": one_of(*LOGIN_FIELDS),
     }
 
 
@@ -178,7 +187,21 @@ def _checks(base: Path) -> dict[str, Callable[[object], Any]]:
 _FIELDS = {"users": "users_file"}
 
 #: Keys whose flag values arrive as text and are read as integers.
-_INTEGER_KEYS = frozenset({"port", "heartbeat", "frame_max", "channel_max", "max_connections"})
+_INTEGER_KEYS = frozenset({"port", "heartbeat", "frame_max", "channel_max", "max_connections", "tls_port"})
+
+#: The TLS keys' defaults: the same as not given when the TLS keys are checked together.
+_TLS_DEFAULTS: dict[str, object] = {
+    "tls_port": None,
+    "tls_cert": None,
+    "tls_key": None,
+    "tls_ca": None,
+    "tls_verify": "peer",
+    "tls_only": False,
+    "tls_login_field": "cn",
+}
+
+#: Flags that argparse hands over as False when not given (store_true).
+_SWITCHES = frozenset({"memory", "tls_only"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,6 +253,31 @@ class NodeConfig:
     #: [vhost."NAME"] tables: Qpid's per-virtualhost capacity and flowResumeCapacity).
     queue_defaults: dict[str, dict[str, int]] = field(default_factory=dict)
     federation: FederationSettings = FederationSettings()
+    #: TLS (docs/security.md): a certificate and key make a TLS listener on tls_port (5671
+    #: unless given); tls_only closes the plain port.
+    tls_port: int | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+    tls_verify: str = "peer"
+    tls_only: bool = False
+    tls_login_field: str = "cn"
+
+    @property
+    def tls(self) -> ServerTls | None:
+        """The TLS listener's settings, None without a certificate."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        port = DEFAULT_TLS_PORT if self.tls_port is None else self.tls_port
+        return ServerTls(
+            self.tls_cert,
+            self.tls_key,
+            self.tls_ca,
+            self.tls_verify,
+            port,
+            self.tls_only,
+            self.tls_login_field,
+        )
 
     @property
     def store_dir(self) -> Path | None:
@@ -253,7 +301,7 @@ class NodeConfig:
         given = {
             key: value
             for key, value in flags.items()
-            if value is not None and not (key == "memory" and value is False)
+            if value is not None and not (key in _SWITCHES and value is False)
         }
         checks = _checks(Path.cwd())
         unknown = sorted(set(given) - set(checks))
@@ -270,6 +318,12 @@ class NodeConfig:
                 changes[_FIELDS.get(key, key)] = checks[key](value)
             except Invalid as err:
                 raise ConfigError(f"--{key.replace('_', '-')}: {err}") from None
+        # The TLS keys are checked together, as they end up: the file's with the flags over them.
+        tls = {key: value for key, value in vars(self).items() if key.startswith("tls_")}
+        tls.update((key, value) for key, value in changes.items() if key.startswith("tls_"))
+        problem = tls_problem({key: value for key, value in tls.items() if value != _TLS_DEFAULTS.get(key)})
+        if problem is not None:
+            raise ConfigError(f"--{problem[0].replace('_', '-')}: {problem[1]}")
         if "data_dir" in changes:
             changes["memory"] = False
         if changes.get("memory") is True:
@@ -294,6 +348,9 @@ def load_node_config(path: Path | str) -> NodeConfig:
     node = table_values(doc, ("node",), doc.data.get("node", {}), _checks(doc.path.parent.absolute()))
     if node.get("memory") is True and "data_dir" in node:
         raise doc.error(("node", "memory"), "true conflicts with node.data_dir; keep only one")
+    problem = tls_problem(node)
+    if problem is not None:
+        raise doc.error(("node", problem[0]), problem[1])
     values = {_FIELDS.get(key, key): value for key, value in node.items()}
     queue_defaults, vhost_limits = _vhost_tables(doc)
     named = [*queue_defaults, *vhost_limits]

@@ -20,10 +20,23 @@ GATEWAY_PRODUCT = "amq-gateway"
 DEFAULT_VHOST = "/"
 #: IANA's AMQP port: where a node listens, and where an address without a port points.
 DEFAULT_PORT = 5672
-#: The transports a link can use. qpid-route also knows ssl and rdma; we refuse those rather
-#: than connect in clear text for an operator who asked for encryption.
+#: Where a node listens for AMQP over TLS when TLS is configured and no port given (IANA's amqps).
+DEFAULT_TLS_PORT = 5671
+#: The transports a link can use: qpid-route's tcp and ssl (TLS, with `tls` taken as a synonym,
+#: see `transport_name`). qpid-route also knows rdma; we refuse it rather than connect some
+#: other way than the operator asked.
 DEFAULT_TRANSPORT = "tcp"
-TRANSPORTS: tuple[str, ...] = (DEFAULT_TRANSPORT,)
+TLS_TRANSPORT = "ssl"
+TRANSPORTS: tuple[str, ...] = (DEFAULT_TRANSPORT, TLS_TRANSPORT)
+_TRANSPORT_SYNONYMS = {"tls": TLS_TRANSPORT}
+#: Every spelling a command or file may use for a transport.
+TRANSPORT_SPELLINGS: tuple[str, ...] = (*TRANSPORTS, *_TRANSPORT_SYNONYMS)
+
+
+def transport_name(text: str) -> str:
+    """A transport as links store it: `tls` is spelled `ssl`, as qpid-route spells it."""
+    return _TRANSPORT_SYNONYMS.get(text, text)
+
 
 #: Management requests (gateway.management_amqp): publishing here is how tools manage a node.
 MANAGEMENT_EXCHANGE = "amq.gateway.management"

@@ -14,7 +14,7 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,20 +37,23 @@ from gateway.management import Management, ManagementError
 from gateway.management_amqp import handle_request
 from gateway.memoryalarm import DEFAULT_WATERMARK, MemoryAlarm, Watermark, available_memory
 from gateway.names import CONTROL_EXCHANGE, MANAGEMENT_EXCHANGE
-from gateway.ready import READY
+from gateway.ready import READY, TLS_READY
 from gateway.security import Authority, Logins, UsersDB
 from gateway.security.access import AclCheck
 from gateway.security.acl import AclFileError, AclRules
 from gateway.server import (
+    HANDSHAKE_TIMEOUT,
     ConnectionHandler,
     Limits,
     accept_loop,
     listen_addresses,
     open_listeners,
+    send_alert,
     socket_peer,
 )
 from gateway.store import Store, WriteFailed
 from gateway.store.spill import SpillFile
+from gateway.tls import ClientTls, ServerTls, handshake_failure, peer_login
 from gateway.wire.content import Content
 from gateway.wire.errors import access_refused
 
@@ -90,6 +93,7 @@ class Node:
         max_connections: int | None = None,
         vhost_limits: dict[str, dict[str, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        tls: ServerTls | None = None,
     ) -> None:
         """`clock` is the node's one monotonic clock, read by the model (TTLs, queue expiry)
         and turned into Trio deadlines by the node's timer. Pass trio.current_time (in a
@@ -99,9 +103,14 @@ class Node:
 
         `acl_file`: the Qpid ACL file, read here (AclFileError: the node must not start) and
         again by `reload_acl`, which swaps `self.acl`; every check reads the attribute.
+
+        `tls` adds a TLS listener (gateway.tls; TlsError if its files cannot be loaded); its
+        certificate is also what the node's TLS links present.
         """
         self.acl_file = acl_file
         self.name = name
+        self.tls = tls
+        self._tls_context = None if tls is None else tls.context()
         self.clock = clock
         self.users = users
         self.logins = Logins(users)
@@ -151,6 +160,7 @@ class Node:
             LocalNode(name, self.management, self.want_commit),
             data_dir=None if store is None else store.data_dir,
             settings=federation,
+            tls=None if tls is None else ClientTls(tls.ca, tls.cert, tls.key),
         )
         self.management.operations.update(self.federation.operations())
         self.management.operations["acl.reload"] = self._reload_acl_request
@@ -227,9 +237,16 @@ class Node:
         *,
         task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen and serve until cancelled or shut down; started() hands back the listeners."""
-        listeners = await open_listeners(host, port)
+        """Listen and serve until cancelled or shut down; started() hands back the listeners
+        (the plain ones, unless TLS only, then the TLS ones)."""
+        tls = self.tls
+        listeners: list[trio.SocketListener] = []
+        tls_listeners: list[trio.SocketListener] = []
         try:
+            if tls is None or not tls.only:
+                listeners = await open_listeners(host, port)
+            if tls is not None:
+                tls_listeners = await open_listeners(host, tls.port)
             async with trio.open_nursery() as nursery:
                 self._handler_nursery = nursery
                 if self.store is not None:
@@ -243,15 +260,20 @@ class Node:
                 nursery.start_soon(self._later_loop)
                 # Before accepting: links check peers against our own addresses, and durable
                 # links restored here start reconnecting at once.
-                own = [listener.socket.getsockname()[:2] for listener in listeners]
+                own = [listener.socket.getsockname()[:2] for listener in listeners + tls_listeners]
                 await nursery.start(self.federation.run, own)
                 for listener in listeners:
-                    nursery.start_soon(accept_loop, listener, self._accepted)
+                    nursery.start_soon(accept_loop, listener, partial(self._accepted, self._serve_socket))
+                for listener in tls_listeners:
+                    nursery.start_soon(accept_loop, listener, partial(self._accepted, self._serve_tls))
+                # TLS first: whoever sees the plain ready line finds the TLS one logged already.
+                for address in listen_addresses(tls_listeners):
+                    LOGGER.info(TLS_READY, self.name, address)
                 for address in listen_addresses(listeners):
                     LOGGER.info(READY, self.name, address)
-                task_status.started(listeners)
+                task_status.started(listeners or tls_listeners)
         finally:
-            for listener in listeners:
+            for listener in listeners + tls_listeners:
                 await trio.aclose_forcefully(listener)
 
     async def shutdown(self) -> None:
@@ -294,25 +316,52 @@ class Node:
         if self.store is not None and self.store.pending:
             self._commit_wanted.set()
 
-    def _accepted(self, stream: trio.SocketStream) -> None:
-        """A TCP client connected: serve it, unless the node is shutting down."""
+    def _accepted(
+        self, serve: Callable[[trio.SocketStream], Awaitable[None]], stream: trio.SocketStream
+    ) -> None:
+        """A TCP client connected: `serve` it, unless the node is shutting down."""
         assert self._handler_nursery is not None
         if self._stopping:
             self._handler_nursery.start_soon(trio.aclose_forcefully, stream)
         else:
-            self._handler_nursery.start_soon(self._serve_socket, stream)
+            self._handler_nursery.start_soon(serve, stream)
 
     async def _serve_socket(self, stream: trio.SocketStream) -> None:
         await self.serve_connection(stream, *socket_peer(stream))
 
-    async def serve_connection(self, stream: trio.abc.Stream, peer: str, peer_host: str) -> None:
+    async def _serve_tls(self, stream: trio.SocketStream) -> None:
+        """The TLS handshake, bounded as the AMQP one is, then the same AMQP connection over
+        the TLS stream. A failed handshake (a plaintext client, a certificate refused either
+        way, a silent client) is logged once with OpenSSL's reason and ends this stream only."""
+        assert self.tls is not None and self._tls_context is not None
+        peer, peer_host = socket_peer(stream)
+        tls_stream = trio.SSLStream(stream, self._tls_context, server_side=True)
+        try:
+            with trio.fail_after(HANDSHAKE_TIMEOUT):
+                await tls_stream.do_handshake()
+        except trio.TooSlowError:
+            reason = f"not completed in {HANDSHAKE_TIMEOUT:g} s"
+        except trio.BrokenResourceError as exc:
+            reason = handshake_failure(exc)
+        else:
+            login = peer_login(tls_stream.getpeercert(), self.tls.login_field)
+            await self.serve_connection(tls_stream, peer, peer_host, login)
+            return
+        LOGGER.warning("%s: TLS handshake refused: %r", peer, reason)
+        await send_alert(tls_stream)
+        await trio.aclose_forcefully(stream)
+
+    async def serve_connection(
+        self, stream: trio.abc.Stream, peer: str, peer_host: str, tls_login: str | None = None
+    ) -> None:
         """Serve one AMQP connection over `stream` until it ends, then close the stream.
 
         Any byte stream does (TCP, TLS, a WebSocket adapter, memory streams in tests): `peer`
         names the client in logs; `peer_host` is its address, which loopback-only users and
-        the throttling of failed logins go by.
+        the throttling of failed logins go by; `tls_login` is the user a verified client
+        certificate names, who may log in with SASL EXTERNAL (None: EXTERNAL is not offered).
         """
-        handler = ConnectionHandler(self, stream, peer, peer_host)
+        handler = ConnectionHandler(self, stream, peer, peer_host, tls_login)
         self.handlers.add(handler)
         try:
             await handler.run()

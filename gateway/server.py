@@ -28,6 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +41,7 @@ from gateway.broker import Broker, Session
 from gateway.broker.outbox import DeliveryFields, GetOk, Return
 from gateway.connlimits import ConnectionLimits
 from gateway.pump import HIGH_WATER, RECEIVE_SIZE, Pump
-from gateway.security import AuthenticationFailed, Authority, Logins
+from gateway.security import EXTERNAL, MECHANISMS, AuthenticationFailed, Authority, Logins
 from gateway.wire import events
 from gateway.wire.connection import DEFAULT_MAX_MESSAGE_SIZE, ServerConnection, server_properties
 from gateway.wire.errors import AMQPError, caused_by, connection_forced, internal_error, not_allowed
@@ -110,6 +111,26 @@ def listen_addresses(listeners: list[trio.SocketListener]) -> list[str]:
     return addresses
 
 
+#: Seconds a client whose TLS handshake we refused gets to take the alert that says why.
+ALERT_TIMEOUT = 1.0
+
+
+async def send_alert(tls_stream: trio.SSLStream[trio.SocketStream]) -> None:
+    """Send the TLS alert OpenSSL wrote when it refused a handshake ("unknown ca", "certificate
+    expired"), which trio.SSLStream leaves unsent when it raises. Without it a TLS 1.3 client,
+    whose own handshake has finished before we check its certificate, only sees the
+    connection close, and cannot tell a refused certificate (final) from a restart (retried).
+    Best effort: the client may be gone already."""
+    outgoing = getattr(tls_stream, "_outgoing", None)  # trio's MemoryBIO towards the peer
+    alert = outgoing.read() if isinstance(outgoing, ssl.MemoryBIO) else b""
+    if alert:
+        with trio.move_on_after(ALERT_TIMEOUT):
+            try:
+                await tls_stream.transport_stream.send_all(alert)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+
 def socket_peer(stream: trio.SocketStream) -> tuple[str, str]:
     """(host:port, host) of the client at the other end of an accepted socket."""
     host, port = stream.socket.getpeername()[:2]
@@ -177,20 +198,30 @@ class ConnectionHandler:
     """One client connection over any byte stream; also the broker's Outbox for it.
 
     `peer` names the client in logs; `peer_host` is its address, which loopback-only users
-    and the throttling of failed logins go by.
+    and the throttling of failed logins go by; `tls_login` is the user a verified TLS client
+    certificate names: with it, SASL EXTERNAL is offered too.
     """
 
-    def __init__(self, node: ConnectionHost, stream: trio.abc.Stream, peer: str, peer_host: str) -> None:
+    def __init__(
+        self,
+        node: ConnectionHost,
+        stream: trio.abc.Stream,
+        peer: str,
+        peer_host: str,
+        tls_login: str | None = None,
+    ) -> None:
         self.node = node
         self.stream = stream
         self.peer_host = peer_host
         self.peer = peer
+        self.tls_login = tls_login
         self.wire = ServerConnection(
             server_properties(node.name),
             frame_max=node.limits.frame_max,
             channel_max=node.limits.channel_max,
             heartbeat=node.limits.heartbeat,
             max_message_size=node.limits.max_message_size,
+            mechanisms=MECHANISMS if tls_login is None else (*MECHANISMS, EXTERNAL),
         )
         self.pump = Pump(stream, self.wire, high_water=HIGH_WATER, receive_size=RECEIVE_SIZE)
         self.session: Session | None = None
@@ -430,7 +461,9 @@ class ConnectionHandler:
         """Check credentials through the node's Logins: throttled, cached, and with a bound
         on the password checks (tens of milliseconds each, in worker threads) run at once."""
         try:
-            self.user = await self.node.logins.authenticate(event.mechanism, event.response, self.peer_host)
+            self.user = await self.node.logins.authenticate(
+                event.mechanism, event.response, self.peer_host, self.tls_login
+            )
         except AuthenticationFailed as failure:
             if not failure.logged:
                 LOGGER.warning("%s: login refused: %s", self.peer, failure.reason)

@@ -19,6 +19,8 @@ from pathlib import Path
 
 # A node on every interface (`--host "*"`) reports 0.0.0.0 first.
 READY = re.compile(r"ready: AMQP 0-9-1 listening on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")
+#: A node with a TLS listener logs this line first (a --tls-only node logs only this one).
+TLS_READY = re.compile(r"ready: AMQP 0-9-1 over TLS listening on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 15.0
 
@@ -32,6 +34,8 @@ class NodeProcess:
     data_dir: Path | None
     port: int = 0
     args: list[str] = field(default_factory=list)
+    #: The TLS listener's port (0: none).
+    tls_port: int = 0
 
     @property
     def host(self) -> str:
@@ -107,9 +111,12 @@ def start_node(
     _STARTED.append(node)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        match = READY.search(node.log())
-        if match:
-            node.port = int(match.group(1))
+        log = node.log()
+        match = READY.search(log)
+        tls = TLS_READY.search(log)
+        if match or (tls and "--tls-only" in args):
+            node.port = int(match.group(1)) if match else 0
+            node.tls_port = int(tls.group(1)) if tls else 0
             return node
         if process.poll() is not None:
             raise AssertionError(f"node exited with {process.returncode}; log:\n{node.log()}")
@@ -127,12 +134,12 @@ def free_port() -> int:
 
 
 def on_free_ports(source: Path, target: Path) -> list[int]:
-    """`source` with every node's port replaced by a free one, written to `target`."""
+    """`source` with every node's port (and TLS port) replaced by a free one, written to `target`."""
     ports: list[int] = []
 
     def replace(match: re.Match[str]) -> str:
         ports.append(free_port())
         return f"{match.group(1)}{ports[-1]}"
 
-    target.write_text(re.sub(r"(?m)^(port\s*=\s*)\d+", replace, source.read_text()))
+    target.write_text(re.sub(r"(?m)^((?:tls_)?port\s*=\s*)\d+", replace, source.read_text()))
     return ports

@@ -63,6 +63,8 @@ class FarEnds:
         self._by_endpoint: dict[str, Node] = {}
         for node in topology.nodes.values():
             self._by_endpoint.setdefault(node.endpoint, node)
+            if node.tls_endpoint is not None:
+                self._by_endpoint.setdefault(node.tls_endpoint, node)
         self._all_named = set(self.names) == set(topology.nodes)
 
     def reach(self, address: BrokerAddress, name: str | None) -> FarEnd:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gateway.names import DEFAULT_TRANSPORT
+from gateway.names import DEFAULT_TRANSPORT, TLS_TRANSPORT
+from gateway.tls import tls_problem
 from gateway.tomlfile import ConfigError, Invalid, KeyPath, TomlFile, describe, parse_toml, read_toml
 from topology import schema
 from topology.model import (
@@ -120,6 +121,7 @@ class _Reader(schema.SectionReader):
             name: self.array(name, section, defaults.get(kind or "", _NOTHING))
             for name, (section, kind) in schema.ARRAYS.items()
         }
+        self.tls_ends(nodes, entries)
         return _Content((topology or {}).get("name"), credentials, nodes, entries)
 
     def fields(
@@ -180,8 +182,31 @@ class _Reader(schema.SectionReader):
             if values is not None:
                 if isinstance(table, dict) and "credentials" in table:
                     self.credentials_name(path, values)
+                problem = tls_problem(values)
+                if problem is not None:
+                    self.problem((*path, problem[0]), problem[1])
                 found[name] = (path, values)
         return found
+
+    def tls_ends(
+        self,
+        nodes: dict[str, tuple[KeyPath, dict[str, Any]]],
+        entries: dict[str, list[tuple[KeyPath, dict[str, Any]]]],
+    ) -> None:
+        """An ssl link, route or federation needs a certificate on both nodes: the opener logs
+        in with its own (EXTERNAL), the other one listens for TLS."""
+        ends = {"links": ("from", "to"), "routes": ("from", "to"), "federations": ("child", "parent")}
+        for section, keys in ends.items():
+            for path, values in entries[section]:
+                if values.get("transport") != TLS_TRANSPORT:
+                    continue
+                for end in keys:
+                    name = values.get(end)
+                    if name in nodes and "tls_cert" not in nodes[name][1]:
+                        self.problem(
+                            (*path, "transport"),
+                            f"ssl needs a certificate on node '{name}' (its tls_cert and tls_key)",
+                        )
 
     def array(
         self, name: str, section: Section, inherited: _Inherited
@@ -250,8 +275,12 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
             values["port"],
             region=values.get("region", ""),
             tag=values.get("tag", ""),
-            users=str(folder / Path(values["users"]).expanduser()) if "users" in values else None,
+            users=_file(folder, values.get("users")),
             credentials=content.credentials.get(values.get("credentials", ""), GUEST),
+            tls_port=values.get("tls_port"),
+            tls_cert=_file(folder, values.get("tls_cert")),
+            tls_key=_file(folder, values.get("tls_key")),
+            tls_ca=_file(folder, values.get("tls_ca")),
             where=doc.where(where),
         )
         for name, (where, values) in content.nodes.items()
@@ -315,7 +344,12 @@ def _build(doc: TomlFile, path: str, content: _Content) -> Topology:
     )
     written = (
         Federation(
-            values["child"], values["parent"], values["exchange"], values.get("type", ""), doc.where(where)
+            values["child"],
+            values["parent"],
+            values["exchange"],
+            values.get("type", ""),
+            doc.where(where),
+            values.get("transport", DEFAULT_TRANSPORT),
         )
         for where, values in entries["federations"]
     )
@@ -392,6 +426,11 @@ def _binding_nodes(
     return declaring or every
 
 
+def _file(folder: Path, path: str | None) -> str | None:
+    """A path of the file (users, certificates) as the node is given it: from the file's folder."""
+    return None if path is None else str(folder / Path(path).expanduser())
+
+
 def _route(values: dict[str, Any], where: str) -> Route:
     # [defaults.route] mode applies only where push is possible: dynamic routes are pulled.
     mode = "pull" if values["kind"] == "dynamic" else values.get("mode", "pull")
@@ -408,5 +447,6 @@ def _route(values: dict[str, Any], where: str) -> Route:
         credit=values.get("credit"),
         tag=values.get("tag"),
         excludes=values.get("excludes", ()),
+        transport=values.get("transport", DEFAULT_TRANSPORT),
         where=where,
     )

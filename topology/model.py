@@ -25,8 +25,15 @@ from typing import Any, Literal
 
 from federation.address import BrokerAddress
 from gateway.federation_config import cannot_federate
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, STANDARD_EXCHANGES
+from gateway.names import (
+    DEFAULT_TLS_PORT,
+    DEFAULT_TRANSPORT,
+    DEFAULT_VHOST,
+    STANDARD_EXCHANGES,
+    TLS_TRANSPORT,
+)
 from gateway.routing.federation_types import ALIASES, default_type
+from gateway.tls import ClientTls
 
 #: Exchanges every node has without declaring them, with their types.
 BUILT_IN_EXCHANGES: dict[str, str] = dict(STANDARD_EXCHANGES)
@@ -62,6 +69,12 @@ class Node:
     users: str | None = None
     #: The login tools and other nodes' links use on this node.
     credentials: Credentials = GUEST
+    #: TLS (the node's --tls-* flags): its certificate and key make a TLS listener on
+    #: tls_port (5671 when not given), and are what its ssl links log in with (EXTERNAL).
+    tls_port: int | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
     where: str = ""
 
     @property
@@ -74,6 +87,26 @@ class Node:
     def address(self) -> BrokerAddress:
         """The node with the file's login for it: how tools manage it and links log in to it."""
         return BrokerAddress(self.host, self.port, self.credentials.username, self.credentials.password)
+
+    @property
+    def tls_listens(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def tls_endpoint(self) -> str | None:
+        """`host:tls_port` when the node listens for TLS, where ssl links reach it."""
+        if not self.tls_listens:
+            return None
+        return str(BrokerAddress(self.host, self.tls_port or DEFAULT_TLS_PORT))
+
+    def link_address(self, transport: str) -> BrokerAddress:
+        """Where another node's link to this one connects: `address` for tcp; for ssl, the TLS
+        port with no credentials, so the opener logs in with EXTERNAL as its own certificate's
+        user (no password in the file) and checks this node against its own tls_ca."""
+        if transport != TLS_TRANSPORT:
+            return self.address
+        port = self.tls_port or DEFAULT_TLS_PORT
+        return BrokerAddress(self.host, port, "", "", tls=ClientTls(), login_given=False)
 
     @property
     def federation_tag(self) -> str:
@@ -141,6 +174,8 @@ class Route:
     #: Dynamic and exchange routes: the route's tag (None: the holder's federation tag).
     tag: str | None = None
     excludes: tuple[str, ...] = ()
+    #: The transport of the link the route creates when the file declares none (`-t`).
+    transport: str = DEFAULT_TRANSPORT
     where: str = ""
 
     @property
@@ -164,6 +199,8 @@ class Federation:
     #: `Topology.federation_type`, which everything that reads a type goes through.
     type: str
     where: str = ""
+    #: ssl: the peering runs over TLS to the parent's tls_port, logging in with EXTERNAL.
+    transport: str = DEFAULT_TRANSPORT
 
 
 @dataclass(frozen=True)
@@ -308,7 +345,7 @@ class Topology:
 
     def effective_links(self) -> Iterator[Link]:
         """Declared links, then the links routes create for themselves (as `amq-route route
-        add` does: as durable as the route, tcp), once per (opener, peer)."""
+        add` does: as durable as the route, with its transport), once per (opener, peer)."""
         seen: set[tuple[str, str]] = set()
         for link in self.links:
             seen.add((link.opener, link.peer))
@@ -317,7 +354,20 @@ class Topology:
             pair = (route.holder, route.far_end)
             if pair not in seen:
                 seen.add(pair)
-                yield Link(route.holder, route.far_end, durable=route.durable, where=route.where)
+                yield Link(
+                    route.holder,
+                    route.far_end,
+                    durable=route.durable,
+                    transport=route.transport,
+                    where=route.where,
+                )
+
+    def link_transport(self, opener: str, peer: str) -> str:
+        """The transport of `opener`'s link to `peer` (tcp when the file makes none)."""
+        for link in self.effective_links():
+            if (link.opener, link.peer) == (opener, peer):
+                return link.transport
+        return DEFAULT_TRANSPORT
 
 
 def federatable(exchange: Exchange) -> str | None:

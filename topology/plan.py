@@ -53,6 +53,7 @@ from federation.requests import (
     Request,
     RouteOptions,
     RouteSpec,
+    endpoint,
     federation_add,
     federation_delete,
     link_add,
@@ -60,7 +61,7 @@ from federation.requests import (
     route_add,
     route_delete,
 )
-from gateway.names import RESERVED_PREFIX
+from gateway.names import RESERVED_PREFIX, TLS_TRANSPORT
 from topology.changes import KINDS, Action, Change, Drift, Plan
 from topology.far_ends import FarEnd, FarEnds
 from topology.live import LiveNode, LiveState, read_live
@@ -138,10 +139,12 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def federation_parent(parent: Node) -> Parent:
+def federation_parent(parent: Node, transport: str) -> Parent:
     """The parent as `amq-route federate add` names it: with a login only when the file names
     credentials for it (else the child uses its own attach login, as amq-route without a login
-    in the address)."""
+    in the address); over ssl, at its TLS port with no login (EXTERNAL)."""
+    if transport == TLS_TRANSPORT:
+        return Parent(parent.link_address(transport), False)
     return Parent(parent.address, parent.credentials != GUEST)
 
 
@@ -362,11 +365,12 @@ class _NodeDiff:
                 self.drift("error", "link", f"to {link.peer}", "no node of that name in the file", [])
                 continue
             wanted.add(peer.name)
-            add = link_add(peer.address, RouteOptions(durable=link.durable, transport=link.transport))
+            address = peer.link_address(link.transport)
+            add = link_add(address, RouteOptions(durable=link.durable, transport=link.transport))
             found = self.linked.get(peer.name)
             if found is None:
                 detail = link_detail(link.durable, link.transport)
-                self.change("create", "link", f"to {peer.name} {peer.endpoint}", detail, add)
+                self.change("create", "link", f"to {peer.name} {address}", detail, add)
             elif changed := differences(found[1], {"durable": link.durable, "transport": link.transport}):
                 far = found[0]
                 self.replace(
@@ -384,7 +388,8 @@ class _NodeDiff:
         names, else (no link, or one apply replaces) where apply creates the link."""
         found = self.linked.get(node.name)
         if found is None or str(found[0].address) in self.gone["link"]:
-            return FarEnd(BrokerAddress(node.host, node.port), node)
+            address = node.link_address(self.topology.link_transport(self.node.name, node.name))
+            return FarEnd(BrokerAddress(address.host, address.port), node)
         return found[0]
 
     def routes(self) -> None:
@@ -477,8 +482,9 @@ class _NodeDiff:
                 )
                 continue
             wanted.add(federation.exchange)
-            name = f"{federation.exchange} => {parent.name} {parent.endpoint}"
-            add = federation_add(federation_parent(parent), federation.exchange, VHOST, federation.type, True)
+            reached = federation_parent(parent, federation.transport)
+            name = f"{federation.exchange} => {parent.name} {endpoint(reached.address)}"
+            add = federation_add(reached, federation.exchange, VHOST, federation.type, True)
             expected = federation_record(self.topology, federation)
             attributes = {attribute: expected[attribute] for attribute in ("parent", "type")}
             record = live.get(federation.exchange)

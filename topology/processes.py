@@ -111,6 +111,15 @@ def serve_command(node: Node, data_dir: Path) -> list[str]:
     command += ["--host", node.host, "--port", str(node.port), "--data-dir", str(data_dir)]
     if node.users:
         command += ["--users", node.users]
+    tls = {
+        "--tls-port": node.tls_port,
+        "--tls-cert": node.tls_cert,
+        "--tls-key": node.tls_key,
+        "--tls-ca": node.tls_ca,
+    }
+    for flag, value in tls.items():
+        if value is not None:
+            command += [flag, str(value)]
     return command
 
 

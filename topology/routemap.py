@@ -137,12 +137,14 @@ def federation_record(topology: Topology, federation: Federation) -> Record:
     Operational and its outbox empty."""
     parent = topology.nodes[federation.parent]
     login = parent.credentials.username if parent.credentials != GUEST else DEFAULT_LOGIN
+    address = parent.link_address(federation.transport)
     return {
         "exchange": federation.exchange,
         "vhost": VHOST,
         "type": topology.federation_type(federation),
-        "parent": f"{parent.host}:{parent.port}",
-        "login": login,
+        "parent": f"{address.host}:{address.port}",
+        "login": "" if address.tls is not None else login,
+        "transport": federation.transport,
         "durable": True,
         "source": "runtime",
         "state": OPERATIONAL,

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.names import EXCHANGE_TYPES, TAGS, TRANSPORTS
+from gateway.names import EXCHANGE_TYPES, TAGS, TRANSPORT_SPELLINGS, transport_name
 from gateway.routing.federation_types import ALIASES, TYPES
 from gateway.tomlfile import Check, Invalid, KeyPath, TomlFile, boolean, describe, integer, one_of, text
 from topology.model import ROUTE_KINDS
@@ -155,10 +155,22 @@ NODE = Section(
         "tag": text("a federation tag (a non-empty string)"),
         "users": text("a users file path (a non-empty string)"),
         "credentials": text("a [credentials.<name>] name"),
+        "tls_port": integer(1, 65535),
+        "tls_cert": text("a certificate file path (a non-empty string)"),
+        "tls_key": text("a private key file path (a non-empty string)"),
+        "tls_ca": text("a CA certificates file path (a non-empty string)"),
     },
     required={"host": "the node's host name or address", "port": "the node's AMQP port, 1-65535"},
-    defaults=("host", "region", "users", "credentials"),
+    defaults=("host", "region", "users", "credentials", "tls_ca"),
 )
+
+#: A link's or route's transport: tcp, or ssl (`tls` accepted, stored as ssl).
+_TRANSPORT = one_of(*TRANSPORT_SPELLINGS)
+
+
+def _transport(value: object) -> str:
+    return transport_name(_TRANSPORT(value))
+
 
 EXCHANGE = Section(
     {
@@ -196,7 +208,7 @@ BINDING = Section(
 )
 
 LINK = Section(
-    {"from": _node_ref, "to": _node_ref, "durable": boolean, "transport": one_of(*TRANSPORTS)},
+    {"from": _node_ref, "to": _node_ref, "durable": boolean, "transport": _transport},
     required={"from": "the node linked to (src-broker)", "to": "the node that opens the link (dest-broker)"},
     defaults=("durable", "transport"),
 )
@@ -215,6 +227,7 @@ ROUTE = Section(
         "credit": _count,
         "tag": text("a federation tag (a non-empty string)"),
         "excludes": _strings,
+        "transport": _transport,
     },
     required={
         "kind": "one of " + ", ".join(ROUTE_KINDS),
@@ -222,7 +235,7 @@ ROUTE = Section(
         "to": "the destination node",
         "exchange": "the exchange messages are routed into",
     },
-    defaults=("mode", "durable", "ack", "credit"),
+    defaults=("mode", "durable", "ack", "credit", "transport"),
 )
 
 #: Route keys that only some kinds take, with those kinds.
@@ -244,13 +257,14 @@ FEDERATION = Section(
         "parent": _node_ref,
         "exchange": _exchange_ref,
         "type": one_of(*TYPES, *ALIASES),
+        "transport": _transport,
     },
     required={
         "child": "the node that opens the peering",
         "parent": "the node it attaches to",
         "exchange": "the exchange to federate",
     },
-    defaults=("type",),
+    defaults=("type", "transport"),
 )
 
 PUBLISHER = Section(

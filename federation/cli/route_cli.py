@@ -55,7 +55,7 @@ from federation.requests import (
 )
 from federation.routemap import MapWalk, NodeView, link_endpoint, read_view
 from gateway.federation_config import ALIASES, TYPES
-from gateway.names import TRANSPORTS
+from gateway.names import TRANSPORTS, transport_name
 
 LOCALHOST = "localhost"
 
@@ -500,8 +500,10 @@ async def queue_route(context: Context, args: argparse.Namespace, *, add: bool) 
 
 def check(args: argparse.Namespace) -> None:
     """Refuse combinations argparse cannot express, as usage errors of the command."""
-    if args.transport not in TRANSPORTS:
-        args.parser.error(f"transport '{args.transport}' is not supported: links use tcp")
+    if transport_name(args.transport) not in TRANSPORTS:
+        args.parser.error(
+            f"transport '{args.transport}' is not supported: links use {' or '.join(TRANSPORTS)}"
+        )
     if args.dynamic and args.src_local:
         args.parser.error("-s/--src-local is not permitted on dynamic routes (the destination must pull)")
 

@@ -13,8 +13,9 @@ from federation.address import BrokerAddress
 from federation.cli.common import count, default, timeout_seconds
 from federation.management_client import Client, ClientFactory
 from federation.requests import RouteOptions
-from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST
+from gateway.names import DEFAULT_TRANSPORT, DEFAULT_VHOST, TLS_TRANSPORT, transport_name
 from gateway.security.password_input import add_password_options
+from gateway.tls import ClientTls
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class Context:
         """(the node the request goes to, the peer its link reaches); the peer opens the vhost
         its URL names, else the node's (--vhost or its URL's)."""
         node, peer = (src, dest) if self.options.route.src_local else (dest, src)
+        if transport_name(self.options.route.transport) == TLS_TRANSPORT and peer.tls is None:
+            peer = peer.with_tls(ClientTls())  # -t ssl: over TLS too where the CLI checks the peer
         return node, replace(peer, vhost=peer.vhost or self.vhost(node))
 
     def vhost(self, node: BrokerAddress) -> str:
@@ -106,7 +109,10 @@ OPTIONS: tuple[tuple[str, tuple[str, ...], dict[str, Any], object], ...] = (
     (
         "transport",
         ("-t", "--transport"),
-        {"metavar": "TRANSPORT", "help": "transport of new links (only tcp)"},
+        {
+            "metavar": "TRANSPORT",
+            "help": "transport of new links: tcp, or ssl (tls) for TLS, which an amqps:// src-broker implies",
+        },
         DEFAULT_TRANSPORT,
     ),
     (

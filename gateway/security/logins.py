@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import trio
 
 from gateway.security.passwords import return_check_memory_to_the_system
-from gateway.security.sasl import AuthenticationFailed, login_request
+from gateway.security.sasl import EXTERNAL, AuthenticationFailed, external_login, login_request
 from gateway.security.users import User, UsersDB
 
 LOGGER = logging.getLogger("gateway.security")
@@ -147,8 +147,14 @@ class Logins:
         self.checks = trio.CapacityLimiter(checks or _cpus())
         return_check_memory_to_the_system()
 
-    async def authenticate(self, mechanism: str, response: bytes, peer_host: str) -> User:
-        """The user these credentials prove, or AuthenticationFailed to send and log."""
+    async def authenticate(
+        self, mechanism: str, response: bytes, peer_host: str, tls_login: str | None = None
+    ) -> User:
+        """The user these credentials prove, or AuthenticationFailed to send and log.
+        EXTERNAL checks no password: the TLS handshake verified the certificate naming
+        `tls_login`, so neither the throttle nor the password checks apply to it."""
+        if mechanism == EXTERNAL:
+            return external_login(self.users, response, tls_login, peer_host)
         request = login_request(self.users, mechanism, response, peer_host)
         key = (peer_host, request.username)
         if not self.throttle.admit(key):

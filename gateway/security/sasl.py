@@ -1,4 +1,6 @@
-"""SASL for Connection.Start-Ok: PLAIN and AMQPLAIN, answered with RabbitMQ's reply texts.
+"""SASL for Connection.Start-Ok: PLAIN and AMQPLAIN, answered with RabbitMQ's reply texts, and
+EXTERNAL over TLS: the verified client certificate names the user (RabbitMQ's
+rabbitmq_auth_mechanism_ssl), who must exist in the users file; no password is asked.
 
 The reply text a client sees never says why a login failed (that would help whoever is
 guessing); `AuthenticationFailed.reason` holds the real cause for the broker log, as
@@ -16,6 +18,8 @@ from gateway.security.users import User, UsersDB
 from gateway.wire.tables import check_table
 
 MECHANISMS = ("PLAIN", "AMQPLAIN")
+#: Offered only on TLS connections whose client sent a verified certificate.
+EXTERNAL = "EXTERNAL"
 
 
 class AuthenticationFailed(Exception):
@@ -80,6 +84,26 @@ def login_request(db: UsersDB, mechanism: str, response: bytes, peer_host: str) 
     if not password:
         raise _refused(mechanism, f"user {username!r} attempted to log in with a blank password")
     return LoginRequest(mechanism, username, password, user)
+
+
+def external_login(db: UsersDB, response: bytes, tls_login: str | None, peer_host: str) -> User:
+    """EXTERNAL: the user the client certificate names (`tls_login`), if the users file knows
+    it. The response, an authorization identity, may be empty or that same name; acting as
+    anyone else is refused, as PLAIN refuses it."""
+    if tls_login is None:  # the wire refuses a mechanism it did not offer; this is a safeguard
+        raise _refused(EXTERNAL, "EXTERNAL without a verified client certificate")
+    try:
+        authzid = response.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _refused(EXTERNAL, "EXTERNAL response is not UTF-8") from None
+    if authzid and authzid != tls_login:
+        raise _refused(EXTERNAL, f"certificate user {tls_login!r} may not act as {authzid!r}")
+    user = db.get(tls_login)
+    if user is None:
+        raise _refused(EXTERNAL, f"certificate user {tls_login!r} - no such user")
+    if not user.may_connect_from(peer_host):
+        raise _refused(EXTERNAL, f"user {tls_login!r} can only connect via localhost")
+    return user
 
 
 def authenticate(db: UsersDB, mechanism: str, response: bytes, peer_host: str) -> User:

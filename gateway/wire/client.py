@@ -203,6 +203,8 @@ class ClientConnection(FrameIO):
 
     Args:
         username, password: PLAIN credentials.
+        mechanism: "PLAIN", or "EXTERNAL" over TLS with a client certificate, which names
+            the user (the credentials are not sent).
         vhost: opened with Connection.Open once tuned.
         client_properties: merged over `default_client_properties()` (a "capabilities" table
             given here replaces the default one).
@@ -221,6 +223,7 @@ class ClientConnection(FrameIO):
         frame_max: int = 131072,
         channel_max: int = 2047,
         heartbeat: int = 60,
+        mechanism: str = "PLAIN",
     ) -> None:
         if not frames.FRAME_MIN_SIZE <= frame_max <= 0xFFFFFFFF:
             raise ValueError(f"frame_max must be between 4096 and 2**32 - 1, not {frame_max}")
@@ -228,10 +231,14 @@ class ClientConnection(FrameIO):
             raise ValueError(f"channel_max must be between 1 and 65535, not {channel_max}")
         if not 0 <= heartbeat <= 0xFFFF:
             raise ValueError(f"heartbeat must be between 0 and 65535, not {heartbeat}")
+        if mechanism not in ("PLAIN", "EXTERNAL"):
+            raise ValueError(f"mechanism must be PLAIN or EXTERNAL, not {mechanism!r}")
         self.state = ClientState.AWAIT_START
         self.negotiated: Negotiated | None = None
         self.server_properties: dict[str, Any] = {}
-        self._credentials = f"\x00{username}\x00{password}"
+        self._mechanism = mechanism
+        # EXTERNAL's response is an authorization identity: empty, the certificate's user.
+        self._credentials = f"\x00{username}\x00{password}" if mechanism == "PLAIN" else ""
         self._vhost = vhost
         self._client_properties = {**default_client_properties(), **(client_properties or {})}
         self._wanted = Negotiated(channel_max, frame_max, heartbeat)
@@ -342,7 +349,7 @@ class ClientConnection(FrameIO):
 
     def _on_start(self, method: commands.Connection.Start) -> None:
         self.server_properties = method.server_properties or {}
-        start_ok = _C.StartOk(self._client_properties, "PLAIN", self._credentials, "en_US")
+        start_ok = _C.StartOk(self._client_properties, self._mechanism, self._credentials, "en_US")
         self._queue(frames.encode_method(0, start_ok))
 
     def _on_tune(self, method: commands.Connection.Tune) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from federation.address import BrokerAddress
+from federation.address import EXTERNAL, PLAIN, BrokerAddress
+from gateway.tls import ClientTls
 
 
 @pytest.mark.parametrize(
@@ -25,6 +28,16 @@ from federation.address import BrokerAddress
         ("amqp://admin:s%40cret@host:5673/prod", BrokerAddress("host", 5673, "admin", "s@cret", "prod")),
         ("amqp://u:p@[::1]:1/%2F", BrokerAddress("::1", 1, "u", "p", "/")),
         ("amqp://h/?heartbeat=5", BrokerAddress("h")),
+        ("amqps://h", BrokerAddress("h", 5671, tls=ClientTls())),
+        (
+            "amqps://u:p@h:1/v?cacertfile=/c.pem&verify=verify_none",
+            BrokerAddress("h", 1, "u", "p", "v", ClientTls(Path("/c.pem"), verify=False)),
+        ),
+        # A client certificate and no credentials: EXTERNAL, no user name sent.
+        (
+            "amqps://h?certfile=/a.pem&keyfile=/a.key",
+            BrokerAddress("h", 5671, "", "", tls=ClientTls(cert=Path("/a.pem"), key=Path("/a.key"))),
+        ),
     ],
 )
 def test_parse(text: str, expected: BrokerAddress) -> None:
@@ -36,7 +49,12 @@ def test_parse(text: str, expected: BrokerAddress) -> None:
     [
         ("", "broker address '' is empty or contains whitespace"),
         ("host :5672", "broker address 'host :5672' is empty or contains whitespace"),
-        ("amqps://host", "broker address 'amqps://host': only amqp:// URLs are supported (no TLS)"),
+        ("amqpx://host", "broker address 'amqpx://host': only amqp:// and amqps:// URLs are supported"),
+        (
+            "amqps://host?verify=maybe",
+            "broker address 'amqps://host?verify=maybe': verify is verify_peer or verify_none, not 'maybe'",
+        ),
+        ("amqps://host?keyfile=k.pem", "broker address 'amqps://host?keyfile=k.pem': keyfile needs certfile"),
         ("amqp://@host", "broker address 'amqp://@host': a URL's credentials are user[:password]"),
         ("amqp://:5672", "broker address 'amqp://:5672' has no host"),
         ("/pw@host", "broker address '/pw@host' has an empty user name"),
@@ -75,3 +93,14 @@ def test_frozen() -> None:
     address = BrokerAddress("h")
     with pytest.raises(AttributeError):
         address.port = 1  # type: ignore[misc]
+
+
+def test_external_only_with_a_client_certificate_and_no_credentials() -> None:
+    with_cert = ClientTls(cert=Path("/a.pem"))
+    assert BrokerAddress.parse("amqps://h?certfile=/a.pem").mechanism == EXTERNAL
+    assert BrokerAddress.parse("amqps://u:p@h?certfile=/a.pem").mechanism == PLAIN
+    assert BrokerAddress.parse("amqps://h").mechanism == PLAIN
+    # -t ssl on a qpid-route address: its credentials decide, as in a URL.
+    assert BrokerAddress.parse("h:5671").with_tls(with_cert).mechanism == EXTERNAL
+    assert BrokerAddress.parse("u/p@h:5671").with_tls(with_cert).mechanism == PLAIN
+    assert BrokerAddress.parse("h:5671").with_tls(ClientTls()).username == "guest"

@@ -8,6 +8,7 @@ import pytest
 
 from gateway.config import NodeConfig, load_node_config, parse_size, parse_watermark
 from gateway.memoryalarm import Watermark
+from gateway.tls import ServerTls
 from gateway.tomlfile import ConfigError, Invalid
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +138,8 @@ def test_dotted_keys_are_located(tmp_path: Path) -> None:
             "[node]\nport = 1\nprot = 2\n",
             "3: node.prot: unknown key (known: name, host, port, data_dir, memory, users, acl_file, "
             "log_level, heartbeat, frame_max, channel_max, vhosts, disk_free_limit, memory_high_watermark, "
-            "queue_memory_budget, max_message_size, max_connections)",
+            "queue_memory_budget, max_message_size, max_connections, tls_port, tls_cert, tls_key, tls_ca,"
+            " tls_verify, tls_only, tls_login_field)",
         ),
         (
             "[node]\nport = 1\n\n[federations]\n",
@@ -284,6 +286,13 @@ def test_example_config_loads_and_documents_every_key() -> None:
         "queue_memory_budget",
         "max_message_size",
         "max_connections",
+        "tls_port",
+        "tls_cert",
+        "tls_key",
+        "tls_ca",
+        "tls_verify",
+        "tls_only",
+        "tls_login_field",
         "max-connections",
         "max-queues",
     ):
@@ -438,3 +447,55 @@ def test_vhost_tables_give_queue_capacities_and_create_the_vhost(tmp_path: Path)
 def test_bad_vhost_tables_say_where(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path, "[node]\n" + text)
     assert load_error(path).startswith(f"{path}:{message}")
+
+
+# --- TLS ---------------------------------------------------------------------------------------
+
+
+def test_tls_keys_make_a_listener_on_5671_unless_a_port_is_given(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(
+        '[node]\ntls_cert = "c.pem"\ntls_key = "c.key"\ntls_ca = "ca.pem"\ntls_verify = "require"\n'
+    )
+    tls = load_node_config(path).tls
+    assert tls is not None
+    assert (tls.cert, tls.key, tls.ca, tls.verify, tls.port, tls.only) == (
+        tmp_path / "c.pem",
+        tmp_path / "c.key",
+        tmp_path / "ca.pem",
+        "require",
+        5671,
+        False,
+    )
+    assert BASE.with_overrides(
+        tls_cert="a.pem", tls_key="a.key", tls_port="5999", tls_only=True
+    ).tls == ServerTls(Path.cwd() / "a.pem", Path.cwd() / "a.key", port=5999, only=True)
+    assert NodeConfig().tls is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('tls_cert = "c.pem"', "2: node.tls_cert: needs tls_key (the certificate's private key) too"),
+        ('tls_key = "c.key"', "2: node.tls_key: needs tls_cert too"),
+        ("tls_only = true", "2: node.tls_only: needs tls_cert and tls_key (the node's certificate)"),
+        (
+            'tls_verify = "sometimes"',
+            "2: node.tls_verify: expected one of none, peer, require, got 'sometimes'",
+        ),
+    ],
+)
+def test_tls_key_errors_name_the_file_line_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text(f"[node]\n{text}\n")
+    with pytest.raises(ConfigError) as raised:
+        load_node_config(path)
+    assert str(raised.value) == f"{path}:{message}"
+
+
+def test_tls_flags_are_checked_with_the_file_under_them(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text('[node]\ntls_cert = "c.pem"\ntls_key = "c.key"\n')
+    assert load_node_config(path).with_overrides(tls_only=True).tls_only is True
+    with pytest.raises(ConfigError, match="^--tls-ca: needs tls_cert and tls_key"):
+        BASE.with_overrides(tls_ca="ca.pem")

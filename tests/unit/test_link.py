@@ -654,8 +654,8 @@ def test_state_values_are_qpid_route_words() -> None:
 
 
 def test_unsupported_transport_is_refused() -> None:
-    with pytest.raises(ValueError, match="transport 'ssl' is not supported"):
-        Link(Address(), transport="ssl", connect=FakePeer().connect)
+    with pytest.raises(ValueError, match="transport 'rdma' is not supported"):
+        Link(Address(), transport="rdma", connect=FakePeer().connect)
 
 
 async def test_state_changes_are_logged_with_address_error_and_delay(

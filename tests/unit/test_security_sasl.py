@@ -20,6 +20,7 @@ from gateway.security import (
     authenticate,
     set_password,
 )
+from gateway.security.sasl import external_login
 
 MALFORMED_PLAIN = "malformed PLAIN response (expected authzid NUL user NUL password)"
 
@@ -195,3 +196,38 @@ def test_unknown_mechanism_is_command_invalid(db: UsersDB) -> None:
     assert error.reply_text == "COMMAND_INVALID - unknown authentication mechanism 'EXTERNAL'"
     assert error.reason == "unknown authentication mechanism 'EXTERNAL'"
     assert authenticate_error(db, "plain", b"\0alice\0wonder land").reply_code == 503
+
+
+# --- EXTERNAL (a verified TLS client certificate names the user) -----------------------------
+
+
+def test_external_logs_in_the_certificate_user_without_a_password(db: UsersDB) -> None:
+    assert external_login(db, b"", "alice", "192.0.2.7").name == "alice"
+    assert external_login(db, b"alice", "alice", "192.0.2.7").name == "alice"  # authzid: itself
+
+
+@pytest.mark.parametrize(
+    ("response", "login", "reason"),
+    [
+        (b"", "mallory", "certificate user 'mallory' - no such user"),
+        (b"root", "alice", "certificate user 'alice' may not act as 'root'"),
+        (b"\xff", "alice", "EXTERNAL response is not UTF-8"),
+        (b"", None, "EXTERNAL without a verified client certificate"),
+    ],
+)
+def test_external_refusals_say_why_in_the_log_only(
+    db: UsersDB, response: bytes, login: str | None, reason: str
+) -> None:
+    with pytest.raises(AuthenticationFailed) as caught:
+        external_login(db, response, login, "127.0.0.1")
+    assert (caught.value.reply_code, caught.value.reply_text, caught.value.reason) == (
+        403,
+        refused("EXTERNAL"),
+        reason,
+    )
+
+
+def test_external_keeps_guest_on_loopback(default_db: UsersDB) -> None:
+    assert external_login(default_db, b"", "guest", "::1").name == "guest"
+    with pytest.raises(AuthenticationFailed, match="EXTERNAL"):
+        external_login(default_db, b"", "guest", "192.0.2.7")

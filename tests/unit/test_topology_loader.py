@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from federation.requests import RouteOptions, link_add
 from topology import schema
 from topology.loader import TopologyError, load_topology, load_topology_text
 from topology.model import GUEST, Binding, Credentials, Exchange, Federation, Link, Queue, Route
@@ -353,14 +354,14 @@ def test_unknown_keys_list_the_known_ones() -> None:
     assert errors(
         TWO_NODES + 'prot = 1\n[[queues]]\nname = "q"\nnode = ["a"]\n[nodes.c]\nhost = "h"\nport = 1\n'
     ) == [
-        "t.toml:7: nodes.b.prot: unknown key (known: host, port, region, tag, users, credentials)",
+        "t.toml:7: nodes.b.prot: unknown key (known: host, port, region, tag, users, credentials, tls_port, tls_cert, tls_key, tls_ca)",
         "t.toml:10: queues[0].node: unknown key (known: name, nodes, durable, auto_delete)",
     ]
     assert errors("[topolgy]\n[defaults.nodes]\n[defaults.route]\nkey = 'x'\n") == [
         "t.toml:1: topolgy: unknown key (known: topology, credentials, defaults, nodes, exchanges, queues, "
         "bindings, links, routes, federations, publishers, vhosts, users, permissions, topic_permissions)",
         "t.toml:2: defaults.nodes: unknown key (known: node, exchange, queue, link, route, federation)",
-        "t.toml:4: defaults.route.key: unknown key (known: mode, durable, ack, credit)",
+        "t.toml:4: defaults.route.key: unknown key (known: mode, durable, ack, credit, transport)",
     ]
 
 
@@ -494,7 +495,7 @@ tag = "t"
 mode = "sideways"
 """
     ) == [
-        "t.toml:4: links[0].transport: expected one of tcp, got 'rdma'",
+        "t.toml:4: links[0].transport: expected one of tcp, ssl, tls, got 'rdma'",
         "t.toml:6: routes[0].kind: expected one of dynamic, exchange, queue, got 'static'",
         "t.toml:15: routes[1].key: only exchange routes take 'key', this is a dynamic route",
         "t.toml:16: routes[1].queue: only queue routes take 'queue', this is a dynamic route",
@@ -585,3 +586,59 @@ def test_the_docs_error_example_is_what_the_loader_says() -> None:
     bad = next(block for block in doc_blocks("toml") if block.startswith("[defaults.node]"))
     output = next(block for block in doc_blocks("") if block.startswith("bad.toml:"))
     assert errors(bad) == [line.replace("bad.toml", "t.toml", 1) for line in output.splitlines()]
+
+
+# --- TLS ---------------------------------------------------------------------------------------
+
+TLS_PAIR = """
+[defaults.node]
+host = "127.0.0.1"
+tls_ca = "certs/ca.pem"
+
+[nodes.a]
+port = 1
+tls_port = 2
+tls_cert = "certs/a.pem"
+tls_key = "certs/a.key"
+
+[nodes.b]
+port = 3
+tls_cert = "certs/b.pem"
+tls_key = "certs/b.key"
+
+[[routes]]
+kind = "dynamic"
+from = "a"
+to = "b"
+exchange = "x"
+transport = "tls"
+"""
+
+
+def test_an_ssl_route_makes_an_ssl_link_to_the_tls_port_logging_in_with_external() -> None:
+    topology = load_topology_text(TLS_PAIR, "/top/t.toml")
+    a, b = topology.nodes["a"], topology.nodes["b"]
+    assert (a.tls_port, a.tls_cert, a.tls_key, a.tls_ca) == (
+        2,
+        "/top/certs/a.pem",
+        "/top/certs/a.key",
+        "/top/certs/ca.pem",
+    )
+    assert b.tls_endpoint == "127.0.0.1:5671"
+    assert [(link.opener, link.peer, link.transport) for link in topology.effective_links()] == [
+        ("b", "a", "ssl")
+    ]
+    method, arguments = link_add(a.link_address("ssl"), RouteOptions(durable=True, transport="ssl"))
+    assert (method, arguments) == (
+        "links.add",
+        {"host": "127.0.0.1", "port": 2, "username": "", "password": "", "durable": True, "transport": "ssl"},
+    )
+    assert link_add(a.link_address("tcp"), RouteOptions())[1]["port"] == 1
+
+
+def test_ssl_needs_a_certificate_on_both_nodes_and_a_certificate_its_key() -> None:
+    text = TLS_PAIR.replace('tls_cert = "certs/b.pem"\n', "")
+    assert errors(text) == [
+        "t.toml:14: nodes.b.tls_key: needs tls_cert too",
+        "t.toml:21: routes[0].transport: ssl needs a certificate on node 'b' (its tls_cert and tls_key)",
+    ]

@@ -5,10 +5,13 @@ against test_route_cli's fake nodes), and the file's map marked against live vie
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 
-from federation.routemap import NodeView
+from federation.address import BrokerAddress
+from federation.routemap import MapWalk, NodeView
+from gateway.tls import ClientTls
 from tests.unit.test_route_cli import SEED_ROUTE_MAP, FakeNetwork
 from topology.loader import load_topology_text
 from topology.model import Credentials, Exchange, Federation, Link, Node, Queue, Route, Topology
@@ -584,3 +587,24 @@ def test_a_live_route_that_does_not_forward_is_drift_and_shows_its_traffic() -> 
         "  down (Failed: localhost:10002: no queue 'public')",
     ]
     assert (lines[-1], drift) == ("Drift: 1 down.", 1)
+
+
+def test_the_walk_reaches_ssl_peers_over_tls_as_the_start_was_reached() -> None:
+    """A live map started at an amqps address follows ssl links with the start's TLS settings
+    (its CA), and plain links without TLS."""
+    tls = ClientTls(Path("/certs/ca.pem"))
+    start = BrokerAddress("127.0.0.1", 5811, "guest", "guest", tls=tls)
+    links = [
+        {"host": "127.0.0.1", "port": 5814, "transport": "ssl", "node": "hub-us"},
+        {"host": "127.0.0.1", "port": 5716, "transport": "tcp", "node": "hub-ap"},
+    ]
+    federations = [{"parent": "127.0.0.1:5801", "transport": "ssl", "parent_node": "hub-x"}]
+    walk = MapWalk(start, NodeView(links, [], federations, "hub-eu"))
+    found = [(str(peer), peer.tls, peer.username) for peer in walk.pending()]
+    assert found == [
+        ("127.0.0.1:5814", tls, "guest"),
+        ("127.0.0.1:5716", None, "guest"),
+        ("127.0.0.1:5801", tls, "guest"),
+    ]
+    plain = MapWalk(BrokerAddress("127.0.0.1", 5711), NodeView(links[:1], [], [], "hub-eu"))
+    assert [peer.tls for peer in plain.pending()] == [ClientTls()]  # the system's CAs

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.ready import READY, ready_address
+from gateway.ready import READY, TLS_READY, ready_address
 from gateway.store.opening import lock_data_dir
 from topology.fresh import InUse, remove_state
 from topology.model import Node, Topology
@@ -68,6 +68,22 @@ def test_serve_command_names_the_node_its_data_and_users() -> None:
     ]
 
 
+def test_serve_command_passes_the_tls_keys() -> None:
+    node = Node(
+        "hub-eu",
+        "127.0.0.1",
+        5701,
+        tls_port=5801,
+        tls_cert="/c/hub.pem",
+        tls_key="/c/hub.key",
+        tls_ca="/c/ca.pem",
+    )
+    assert serve_command(node, Path("var/hub-eu"))[-8:] == [
+        *("--tls-port", "5801", "--tls-cert", "/c/hub.pem"),
+        *("--tls-key", "/c/hub.key", "--tls-ca", "/c/ca.pem"),
+    ]
+
+
 def test_the_ready_line_is_found_for_its_own_node_only() -> None:
     log = "2026-01-01 INFO gateway: starting\n2026-01-01 INFO gateway.node: " + READY % (
         "alpha",
@@ -76,6 +92,12 @@ def test_the_ready_line_is_found_for_its_own_node_only() -> None:
     assert ready_address(log, "alpha") == "[::1]:5711"
     assert ready_address(log, "alph") is None
     assert ready_address(log.replace("ready", "read"), "alpha") is None
+
+
+def test_the_tls_ready_line_comes_first_and_is_not_the_plain_one() -> None:
+    tls = TLS_READY % ("alpha", "127.0.0.1:5811")
+    assert ready_address(tls, "alpha") is None
+    assert ready_address(tls + "\n" + READY % ("alpha", "127.0.0.1:5711"), "alpha") == "127.0.0.1:5711"
 
 
 def test_clean_removes_the_local_nodes_state_but_never_a_running_nodes(tmp_path: Path) -> None:

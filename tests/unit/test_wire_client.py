@@ -175,6 +175,33 @@ def test_handshake_sends_header_plain_capabilities_and_negotiates() -> None:
     assert pair.client.state is ClientState.OPEN
 
 
+def test_external_sends_no_credentials_and_a_server_offering_it_takes_it() -> None:
+    client = ClientConnection("guest", "secret", "/", mechanism="EXTERNAL")
+    server = ServerConnection(mechanisms=("PLAIN", "AMQPLAIN", "EXTERNAL"))
+    server.receive_data(client.data_to_send())
+    assert drain(server) == []
+    client.receive_data(server.data_to_send())
+    assert drain(client) == []
+    server.receive_data(client.data_to_send())
+    [login] = drain(server)
+    assert isinstance(login, LoginRequested)
+    assert (login.mechanism, login.response) == ("EXTERNAL", b"")
+
+
+def test_a_server_not_offering_external_refuses_it_with_503() -> None:
+    client = ClientConnection(mechanism="EXTERNAL")
+    server = ServerConnection()  # a plain connection: PLAIN and AMQPLAIN only
+    events: list[Event] = []
+    for _ in range(2):
+        server.receive_data(client.data_to_send())
+        drain(server)
+        client.receive_data(server.data_to_send())
+        events += drain(client)
+    assert events[0] == ConnectionClosedByPeer(
+        503, "COMMAND_INVALID - unknown authentication mechanism 'EXTERNAL'"
+    )
+
+
 @pytest.mark.parametrize(
     ("ours", "theirs", "expected"),
     [
