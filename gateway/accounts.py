@@ -62,9 +62,8 @@ class Accounts:
         self.authority = authority
         self.broker = broker
         self.store = store
-        #: Users whose record is the store's (changed at runtime), and those deleted.
+        #: Users whose record is the store's (changed at runtime, deleted ones too).
         self._managed: set[str] = set()
-        self._deleted: set[str] = set()
 
     def operations(self) -> dict[str, Operation]:
         return {
@@ -98,7 +97,6 @@ class Accounts:
                 )
             self._managed.add(name)
             if record.get("deleted"):
-                self._deleted.add(name)
                 self.users.remove(name)
                 self.authority.forget(name)
             else:
@@ -133,7 +131,6 @@ class Accounts:
         self.users.remove(name)
         self.authority.forget(name)
         self._managed.add(name)
-        self._deleted.add(name)
         self._write(name, {"deleted": True})
         self._close_sessions(lambda session: _user_name(session) == name, f"user '{name}' was deleted")
         LOGGER.info("user %r deleted", name)
@@ -158,7 +155,6 @@ class Accounts:
         self.users.put(user, password)
         self.authority.regrant(user)
         self._managed.add(user.name)
-        self._deleted.discard(user.name)
         self._write(user.name, _record(user, password))
         LOGGER.info("user %r changed (tags: %s)", user.name, ", ".join(user.tags) or "none")
 
