@@ -32,7 +32,9 @@ Decisions change at once when the permissions or the ACL do: `Authority` counts 
 Cost: a session whose user may do everything (".*" three times, no topic permission) and a
 node without an ACL answer from one comparison; otherwise a publish's decision is cached per
 session and exchange (and routing key, when a topic permission or the ACL looks at it), as
-rabbit_channel caches its own, so a stream of publishes runs no regular expression.
+rabbit_channel caches its own, so a stream of publishes runs no regular expression. RabbitMQ
+keeps one cache per channel; a decision depends only on the user, the vhost and the
+connection's name, so here a connection's channels share one.
 """
 
 from __future__ import annotations
