@@ -3,8 +3,8 @@
 Two measurements, written to their own section of docs/benchmarks.md:
 
 - Throughput: the `transient` and `topic` scenarios of `run`, on our node only, one round after
-  another, each round starting a fresh node per variant in turn, so that the variants share
-  the machine's moods: `before` (an amq-gateway executable built from the code before the
+  another, each round starting a fresh node per variant in turn (each round starting with the
+  next variant), so that the variants share the machine's moods: `before` (an amq-gateway executable built from the code before the
   checks, if `--before` names one), `full` (this code as the benchmark always runs it: guest
   with full permissions, which the check answers from one comparison) and `patterns` (this
   code with a users file restricting guest to patterns and a topic permission that allow the
@@ -95,8 +95,11 @@ def run(gateway: Path, before: Path | None, rounds: int, messages: int, command:
         variants = {"before": (before, False), **variants}
     scenarios = [s for s in SCENARIOS if s.key in SCENARIO_KEYS]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in variants}
+    names = list(variants)
     for number in range(rounds):
-        for name, (executable, restricted) in variants.items():
+        # Each round starts with the next variant, so none is always the first or last.
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            executable, restricted = variants[name]
             with tempfile.TemporaryDirectory(prefix=f"amq-bench-permissions-{name}-") as tmp:
                 extra: list[str] = []
                 if restricted:
@@ -136,7 +139,8 @@ def render(results: dict[str, Any]) -> str:
         "## What permission checks cost",
         "",
         f"`{results['command']}`, {results['date']}: {results['rounds']} rounds of {results['messages']:,}"
-        " messages per scenario; in each round a fresh node per variant, one after another"
+        " messages per scenario; in each round a fresh node per variant, one after another, the first"
+        " variant rotating"
         " (benchmarks/permissions.py says what each variant is). Medians over the rounds; the"
         f" ratio is to `{reference}` in the same round.",
         "",
