@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import backlog, brokers, harness, memory, report, simulation, tls, workers
+from . import backlog, brokers, harness, memory, permissions, report, simulation, tls, workers
 
 RESULTS_JSON = Path(__file__).parent / "results" / "latest.json"
 BACKLOG_JSON = Path(__file__).parent / "results" / "backlog.json"
@@ -77,6 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     piles.add_argument(
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
     )
+    checks = sub.add_parser(
+        "permissions", help="what permission checks cost: transient and topic, interleaved"
+    )
+    checks.add_argument("--rounds", type=int, default=5, help="rounds of every variant (default 5)")
+    checks.add_argument("--messages", type=int, default=100_000, help="messages per run")
+    checks.add_argument("--gateway", type=Path, default=brokers.default_gateway_command())
+    checks.add_argument(
+        "--before",
+        type=Path,
+        help="an amq-gateway executable of the code before the checks, measured as variant 'before'",
+    )
+    checks.add_argument(
+        "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
+    )
     sim = sub.add_parser("simulation", help="amq-sim: the Spark engine against the reference engine by size")
     sim.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     sim.add_argument(
@@ -140,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         backlog.write_json(results, TLS_JSON)
         tls.write_markdown(results, args.out)
         print(f"wrote {args.out} and {TLS_JSON}")
+        return 0
+    if args.command == "permissions":
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        results = permissions.run(args.gateway, args.before, args.rounds, args.messages, command)
+        permissions.write_json(results, permissions.RESULTS_JSON)
+        permissions.write_markdown(results, args.out)
+        print(f"wrote {args.out} and {permissions.RESULTS_JSON}")
         return 0
     if args.command == "backlog":
         results = backlog.run(args.messages, args.gateway, command, args.only)

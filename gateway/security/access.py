@@ -32,7 +32,9 @@ Decisions change at once when the permissions or the ACL do: `Authority` counts 
 Cost: a session whose user may do everything (".*" three times, no topic permission) and a
 node without an ACL answer from one comparison; otherwise a publish's decision is cached per
 session and exchange (and routing key, when a topic permission or the ACL looks at it), as
-rabbit_channel caches its own, so a stream of publishes runs no regular expression.
+rabbit_channel caches its own, so a stream of publishes runs no regular expression. RabbitMQ
+keeps one cache per channel; a decision depends only on the user, the vhost and the
+connection's name, so here a connection's channels share one.
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ CACHE_SIZE = 256
 CLIENT_ID_PROPERTY = "connection_name"
 
 Need = tuple[str, str, str]
+#: Markers in a session's publish decisions by exchange (compared by identity; a decision is
+#: None or a refusal text): not decided yet, and decided per routing key (a topic permission
+#: on that exchange name).
+_UNDECIDED = "\0undecided"
+_BY_KEY = "\0by routing key"
 
 
 class AclCheck(Protocol):
@@ -174,11 +181,12 @@ class Authority:
         self._permissions = permissions
         self.generation += 1
 
-    def set_permission(self, user: str, vhost: str, permission: Permission) -> None:
+    def set_permission(self, user: str, vhost: str | None, permission: Permission) -> None:
+        """`vhost` None: every vhost (a users file entry without vhosts or permissions)."""
         self._permissions.set(user, vhost, permission)
         self.generation += 1
 
-    def clear_permission(self, user: str, vhost: str) -> None:
+    def clear_permission(self, user: str, vhost: str | None) -> None:
         self._permissions.clear(user, vhost)
         self.generation += 1
 
@@ -240,7 +248,8 @@ class SessionAccess:
         "_topics",
         "_acl",
         "_open",
-        "_decisions",
+        "_by_exchange",
+        "_by_key",
     )
 
     def __init__(self, authority: Authority, user: str, vhost: str, client_id: str | None) -> None:
@@ -257,8 +266,10 @@ class SessionAccess:
         self._acl: AclCheck | None = None
         #: True when everything is allowed: no check at all.
         self._open = False
-        #: A publish's decision by exchange, or by (exchange, routing key) when it depends on it.
-        self._decisions: dict[object, str | None] = {}
+        #: Publish decisions: by exchange name, or _BY_KEY for those whose decision depends on
+        #: the routing key (a topic permission, or the ACL), kept in _by_key.
+        self._by_exchange: dict[str, str | None] = {}
+        self._by_key: dict[tuple[str, str, str], str | None] = {}
 
     def _refresh(self) -> None:
         """The permissions or the ACL changed (or this is the first check): start over."""
@@ -274,7 +285,8 @@ class SessionAccess:
         self._open = (
             permission is not None and permission.everything and not self._topics and self._acl is None
         )
-        self._decisions = {}
+        self._by_exchange = dict.fromkeys(self._topics, _BY_KEY)
+        self._by_key = {}
 
     def check(self, action: str, obj: str, name: str, properties: Mapping[str, str]) -> str | None:
         if self._generation != self._authority.generation:
@@ -299,15 +311,29 @@ class SessionAccess:
             self._refresh()
         if self._open:
             return None
-        by_key = self._acl is not None or (exchange_type == "topic" and exchange in self._topics)
-        key: object = (exchange, exchange_type, routing_key) if by_key else (exchange, exchange_type)
-        decisions = self._decisions
-        if key in decisions:
-            return decisions[key]
+        decision = self._by_exchange.get(exchange, _UNDECIDED)
+        if decision is None:
+            return None
+        if decision is _BY_KEY:
+            decision = self._by_key.get((exchange, exchange_type, routing_key), _UNDECIDED)
+        if decision is _UNDECIDED:
+            return self._decide(exchange, exchange_type, routing_key)
+        return decision
+
+    def _decide(self, exchange: str, exchange_type: str, routing_key: str) -> str | None:
+        """A publish not decided yet: decide and remember it, by exchange name unless the ACL
+        or a topic permission on that name makes the routing key (and the type) matter."""
         refusal = self._publish(exchange, exchange_type, routing_key)
-        if len(decisions) >= CACHE_SIZE:
-            decisions.clear()
-        decisions[key] = refusal
+        by_exchange = self._by_exchange
+        if len(by_exchange) > CACHE_SIZE + len(self._topics):
+            by_exchange = self._by_exchange = dict.fromkeys(self._topics, _BY_KEY)
+        if self._acl is None and exchange not in self._topics:
+            by_exchange[exchange] = refusal
+            return refusal
+        by_exchange[exchange] = _BY_KEY
+        if len(self._by_key) >= CACHE_SIZE:
+            self._by_key = {}
+        self._by_key[exchange, exchange_type, routing_key] = refusal
         return refusal
 
     def _publish(self, exchange: str, exchange_type: str, routing_key: str) -> str | None:
