@@ -38,13 +38,23 @@ class Operator:
         set_password(self.users, "bob", "bob-pw", vhosts=["/"])
         set_password(self.users, "grafana", "g", tags=["monitoring"])
         self.node = self._start()
+        self.connections: list[pika.BlockingConnection] = []
 
     def _start(self) -> NodeProcess:
         return start_node(self.tmp_path, "--users", str(self.users), data_dir=self.tmp_path / "data")
 
     def restart(self) -> None:
-        assert self.node.stop() == 0
+        self.stop()
         self.node = self._start()
+
+    def stop(self) -> None:
+        """Close the test's connections first: a pika connection nobody reads from would
+        keep the node waiting for its Close-Ok."""
+        for connection in self.connections:
+            if connection.is_open:
+                connection.close()
+        self.connections.clear()
+        assert self.node.stop() == 0
 
     def config(self, *args: str, stdin: str = "", status: int = 0) -> str:
         result = subprocess.run(
@@ -59,14 +69,16 @@ class Operator:
         return result.stdout if status == 0 else result.stderr
 
     def connect(self, user: str, password: str, vhost: str = "%2F") -> pika.BlockingConnection:
-        return pika.BlockingConnection(pika.URLParameters(self.node.url(user, password, vhost)))
+        connection = pika.BlockingConnection(pika.URLParameters(self.node.url(user, password, vhost)))
+        self.connections.append(connection)
+        return connection
 
 
 @pytest.fixture
 def operator(tmp_path: Path) -> Iterator[Operator]:
     node = Operator(tmp_path)
     yield node
-    node.node.stop()
+    node.stop()
 
 
 def test_a_user_added_at_runtime_logs_in_at_once_and_after_a_restart(operator: Operator) -> None:

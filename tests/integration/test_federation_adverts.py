@@ -109,9 +109,11 @@ class Federation:
         self.down.stop()
 
 
-@pytest.fixture
-def federation(tmp_path: Path) -> Iterator[Federation]:
-    pair = Federation(tmp_path)
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    """One federation for the module: every test leaves it as it found it (a refused advert
+    changes nothing, which each test proves by delivering through it)."""
+    pair = Federation(tmp_path_factory.mktemp("adverts"))
     yield pair
     pair.close()
 
