@@ -297,19 +297,29 @@ class Node:
     def _receive_adverts(self, session: Session, content: Content) -> None:
         """The broker's handler for CONTROL_EXCHANGE: a downstream node's adverts. Adverts
         steer where this node sends traffic, so only a federation login may send them, and
-        only in the name of the node it is (User.speaks_for): anything else is a 403 on the
-        publishing channel and changes nothing."""
+        only in the name of the node it is: anything else is a 403 on the publishing channel
+        and changes nothing."""
         user = session.user
-        if not user.may_federate():
-            raise access_refused(
-                f"access to {describe('exchange', CONTROL_EXCHANGE, session.vhost.name)} refused for user"
-                f" '{user.name}': only federation logins may send adverts",
-                ADVERT_PUBLISH,
-            )
         try:
-            self.federation.receive_adverts(session.vhost, content.body, user.speaks_for())
+            self.federation.receive_adverts(session.vhost, content.body, self._speaker(session))
         except AdvertRefused as refused:
             raise access_refused(f"{refused} refused for user '{user.name}'", ADVERT_PUBLISH) from None
+
+    def _speaker(self, session: Session) -> str | None:
+        """The node a session's login may advertise as (None: any node), or 403. A federation
+        login by its tags (User.speaks_for), or one the ACL file lets `create link`, which
+        speaks for the node of its own name."""
+        user = session.user
+        if user.may_federate():
+            return user.speaks_for()
+        acl = self.acl
+        if acl is not None and acl.allows(user.name, "create", "link"):
+            return str(user.name)
+        raise access_refused(
+            f"access to {describe('exchange', CONTROL_EXCHANGE, session.vhost.name)} refused for user"
+            f" '{user.name}': only federation logins may send adverts",
+            ADVERT_PUBLISH,
+        )
 
     def want_commit(self) -> None:
         """Called after model changes: wakes the committer if the store has buffered writes."""

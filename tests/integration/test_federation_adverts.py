@@ -46,13 +46,19 @@ class Federation:
     """`up` (with a users file: an administrator, an ordinary user, two federation logins) and
     `down`, which pulls `fed.topic` from `up` over a dynamic route logged in as `down`."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, acl: str | None = None) -> None:
+        """`acl`: an ACL file for `up`, which then makes `down` a federation login (without
+        it, its `federation` tag does)."""
         users = tmp_path / "users.toml"
         set_password(users, "admin", "secret", tags=["administrator"])
         set_password(users, "mallory", "pw")
-        set_password(users, DOWN, "fed-down", tags=["federation"])
+        set_password(users, DOWN, "fed-down", tags=[] if acl else ["federation"])
         set_password(users, "other", "fed-other", tags=["federation"])
-        self.up = start_node(tmp_path / "up", "--users", str(users), name="up")
+        flags = ["--users", str(users)]
+        if acl is not None:
+            (tmp_path / "up.acl").write_text(acl)
+            flags += ["--acl-file", str(tmp_path / "up.acl")]
+        self.up = start_node(tmp_path / "up", *flags, name="up")
         self.down = start_node(tmp_path / "down", name=DOWN)
         _cli(
             "amq-config", "-a", f"admin/secret@127.0.0.1:{self.up.port}", "add", "exchange", "topic", EXCHANGE
@@ -174,3 +180,16 @@ def test_a_federation_login_cannot_point_its_own_interest_at_another_queue(feder
         " 'federation.bridge.down.fed.topic' refused for user 'down'"
     )
     federation.delivers(10)
+
+
+def test_a_login_the_acl_file_lets_create_links_is_a_federation_login(tmp_path: Path) -> None:
+    """No tag: the ACL file's `create link` right makes `down` a federation login (the issue's
+    other way), in its own name; mallory, without that right, is refused as before."""
+    rules = "acl allow down create link\nacl deny all create link\nacl allow all all\n"
+    pair = Federation(tmp_path, acl=rules)
+    try:
+        pair.delivers(10)  # down's adverts were taken: its interest reached up
+        _advert_refused(pair.up, "mallory", "pw", _interest(DOWN, "stolen"), own_queue="stolen")
+        pair.delivers(10)
+    finally:
+        pair.close()
