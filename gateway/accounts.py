@@ -139,10 +139,7 @@ class Accounts:
         self._keep(self._existing(name), _parsed(password_hash))
 
     def set_tags(self, name: str, tags: Iterable[str]) -> None:
-        user = self._existing(name)
-        password = self.users.password(name)
-        assert password is not None
-        self._keep(dataclasses.replace(user, tags=_checked_tags(tags)), password)
+        self._keep(dataclasses.replace(self._existing(name), tags=_checked_tags(tags)))
 
     def _existing(self, name: str) -> User:
         user = self.users.get(name)
@@ -150,8 +147,12 @@ class Accounts:
             raise ManagementError("NOT_FOUND", f"no user '{name}'")
         return user
 
-    def _keep(self, user: User, password: PasswordHash) -> None:
-        """Put the user in the node's table and store: from now on the store's record wins."""
+    def _keep(self, user: User, password: PasswordHash | None = None) -> None:
+        """Put the user in the node's table and store, with a new password or (None) the one it
+        has: from now on the store's record wins."""
+        if password is None:
+            password = self.users.password(user.name)
+            assert password is not None
         self.users.put(user, password)
         self.authority.regrant(user)
         self._managed.add(user.name)
@@ -165,11 +166,8 @@ class Accounts:
         topics: Iterable[tuple[str, TopicPermission]],
     ) -> None:
         """Give an existing user exactly these grants (explicit: no `vhosts` list any more)."""
-        user = self._existing(name)
-        password = self.users.password(name)
-        assert password is not None
         grants = Grants(tuple(sorted(vhosts, key=lambda item: item[0])), tuple(topics))
-        self._keep(dataclasses.replace(user, vhosts=frozenset(), permissions=grants), password)
+        self._keep(dataclasses.replace(self._existing(name), vhosts=frozenset(), permissions=grants))
 
     def _explicit(self, user: User) -> dict[str, Permission]:
         """A user's permissions by vhost, with `vhosts` (or "every vhost") as full ones on the
@@ -285,8 +283,9 @@ class Accounts:
         vhost = self.broker.vhosts.get(name)
         if vhost is None:
             raise ManagementError("NOT_FOUND", f"no vhost '{name}'")
-        self._close_sessions(lambda session: session.vhost is vhost, f"vhost '{name}' is deleted")
-        for session in [session for session in self.broker.sessions.values() if session.vhost is vhost]:
+        for session in self._close_sessions(
+            lambda session: session.vhost is vhost, f"vhost '{name}' is deleted"
+        ):
             session.disconnect()
         for queue in list(vhost.queues.values()):
             vhost.delete_queue(queue)
@@ -303,9 +302,12 @@ class Accounts:
                 )
         LOGGER.info("vhost %r deleted", name)
 
-    def _close_sessions(self, which: Callable[[Session], bool], reason: str) -> None:
-        for session in [session for session in self.broker.sessions.values() if which(session)]:
+    def _close_sessions(self, which: Callable[[Session], bool], reason: str) -> list[Session]:
+        """Close the connections of the sessions `which` picks with 320; those sessions."""
+        sessions = [session for session in self.broker.sessions.values() if which(session)]
+        for session in sessions:
             session.outbox.close_connection(connection_forced(reason))
+        return sessions
 
 
 def _user_name(session: Session) -> str | None:

@@ -57,8 +57,8 @@ CHECK_INTERVAL = 1.0
 RESUME_FRACTION = 0.9
 #: Connections receiving bodies not yet whole are held from this fraction of the watermark
 #: (the content mark), released under RESUME_FRACTION of that mark: below the alarm that holds
-#: every publisher, so
-#: that unfinished messages (whose memory nothing but their end frees) cannot set it...
+#: every publisher, so that unfinished messages (whose memory nothing but their end frees)
+#: cannot set it...
 CONTENT_FRACTION = 0.9
 #: ... while unfinished bodies take this fraction of the watermark or more: a publisher of
 #: whole large messages (a few in flight at a time) is held by the alarm between two of them.
