@@ -60,27 +60,40 @@ class Federation:
             flags += ["--acl-file", str(tmp_path / "up.acl")]
         self.up = start_node(tmp_path / "up", *flags, name="up")
         self.down = start_node(tmp_path / "down", name=DOWN)
-        _cli(
-            "amq-config", "-a", f"admin/secret@127.0.0.1:{self.up.port}", "add", "exchange", "topic", EXCHANGE
-        )
-        _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "add", "exchange", "topic", EXCHANGE)
-        _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "add", "queue", "orders")
-        _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "bind", EXCHANGE, "orders", KEY)
-        _cli(
-            "amq-route",
-            "dynamic",
-            "add",
-            f"127.0.0.1:{self.down.port}",
-            f"{DOWN}/fed-down@127.0.0.1:{self.up.port}",
-            EXCHANGE,
-        )
-        self.publisher = _connect(self.up, "admin", "secret")
-        self.publishing = self.publisher.channel()
-        self.publishing.confirm_delivery()
-        self.consumer = _connect(self.down)
-        self.consuming = self.consumer.channel()
-        self.received = 0
-        wait_until(self._probe_arrived, "the downstream node's interest reached the upstream node", self.up)
+        try:
+            _cli(
+                "amq-config",
+                "-a",
+                f"admin/secret@127.0.0.1:{self.up.port}",
+                "add",
+                "exchange",
+                "topic",
+                EXCHANGE,
+            )
+            _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "add", "exchange", "topic", EXCHANGE)
+            _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "add", "queue", "orders")
+            _cli("amq-config", "-a", f"127.0.0.1:{self.down.port}", "bind", EXCHANGE, "orders", KEY)
+            _cli(
+                "amq-route",
+                "dynamic",
+                "add",
+                f"127.0.0.1:{self.down.port}",
+                f"{DOWN}/fed-down@127.0.0.1:{self.up.port}",
+                EXCHANGE,
+            )
+            self.publisher = _connect(self.up, "admin", "secret")
+            self.publishing = self.publisher.channel()
+            self.publishing.confirm_delivery()
+            self.consumer = _connect(self.down)
+            self.consuming = self.consumer.channel()
+            self.received = 0
+            wait_until(
+                self._probe_arrived, "the downstream node's interest reached the upstream node", self.up
+            )
+        except BaseException:  # a setup that fails stops its nodes rather than leaving them running
+            self.up.stop()
+            self.down.stop()
+            raise
 
     def _probe_arrived(self) -> bool:
         self.publishing.basic_publish(EXCHANGE, KEY, PROBE)
