@@ -367,3 +367,12 @@ def amq_route(argv: list[str] | None = None) -> int:
 
     topology = Mount("topology", "topology files: check, map, plan and apply a deployment", add_commands)
     return main(argv, mounts=[topology])
+
+
+def amq_sim(argv: list[str] | None = None) -> int:
+    """The amq-sim console script: the simulator's command line with `validate`'s live side
+    (topology.validate, which runs nodes) handed in, so that simulations never load trio."""
+    from simulations.cli import main
+    from topology.validate import validate
+
+    return main(argv, live=validate)

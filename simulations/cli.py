@@ -4,6 +4,7 @@
     amq-sim generate SPEC -o FILE        SPEC: a scenario file, or hierarchy:hubs=3,edges=4,seed=1
     amq-sim run SCENARIO [--out DIR] [--master URL] [--engine spark|reference]
     amq-sim report DIR
+    amq-sim validate SCENARIO [--var DIR]
 
 Exit status: 0 done, 1 the scenario (or spec) has problems (each printed as
 `file:line: key.path: message`), 2 bad usage.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,11 +22,16 @@ from pathlib import Path
 from simulations.generators import GeneratorSpec, generate, to_toml
 from simulations.scenario import Scenario, ScenarioError, load_scenario
 from simulations.tables import summary_lines
+from simulations.validation import LiveCounts, LiveRunFailed
 from topology.checks import has_errors, run_checks
 from topology.model import Topology
 
+#: Runs a scenario on live nodes (topology.validate.validate, handed in by the console script):
+#: (scenario, directory for the nodes' data and logs, a line printer) -> what they counted.
+LiveRunner = Callable[[Scenario, Path, Callable[[str], None]], LiveCounts]
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="amq-sim", description="Traffic simulation of federated topologies."
     )
@@ -48,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--partitions", type=int, default=8, help="Spark shuffle partitions (default: 8)")
     report = sub.add_parser("report", help="write report.html with its plots into a run's directory")
     report.add_argument("out", type=Path)
+    check_live = sub.add_parser(
+        "validate", help="run a small scenario on live nodes and compare their counts with the simulation"
+    )
+    check_live.add_argument("scenario", type=Path)
+    check_live.add_argument(
+        "--var", type=Path, help="directory for the nodes' data and logs (default: a new temporary one)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "generate":
@@ -66,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.command == "check":
         return _check(scenario)
+    if args.command == "validate":
+        if live is None:
+            print("amq-sim: validate runs nodes: use the amq-sim console script", file=sys.stderr)
+            return 2
+        return _validate(scenario, args.var, live)
     return _run(scenario, args.out or f"out/{scenario.name}", args.engine, args.master, args.partitions)
 
 
@@ -137,6 +156,23 @@ def _run(scenario: Scenario, out: str, engine: str, master: str | None, partitio
     else:
         print("\n".join(summary_lines(scenario.name, engine, seconds, Path(out))))
     return 0
+
+
+def _validate(scenario: Scenario, var: Path | None, live: LiveRunner) -> int:
+    """Simulate, run live, compare: exit 1 on any difference."""
+    from simulations import reference
+    from simulations.validation import compare, report_lines, simulated_counts
+
+    simulated = simulated_counts(reference.tables(scenario))
+    with tempfile.TemporaryDirectory(prefix="amq-sim-validate-") as scratch:
+        try:
+            counted = live(scenario, var or Path(scratch), lambda line: print(line, flush=True))
+        except LiveRunFailed as err:
+            print(f"amq-sim validate: {err}", file=sys.stderr)
+            return 1
+    rows = compare(simulated, counted)
+    print("\n".join(report_lines(rows)))
+    return 0 if all(row.agrees for row in rows) else 1
 
 
 def _throttled(every: float = 2.0) -> Callable[[str, float], None]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from topology.processes import free_port
 
 # A node on every interface (`--host "*"`) reports 0.0.0.0 first.
 READY = re.compile(r"ready: AMQP 0-9-1 listening on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")
@@ -123,14 +124,6 @@ def start_node(
         time.sleep(0.05)
     node.process.kill()
     raise AssertionError(f"node not ready within {START_TIMEOUT}s; log:\n{node.log()}")
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now, for programs (such as `amq-gateway up`) that
-    must be told their ports in advance; the kernel does not hand it out again at once."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def on_free_ports(source: Path, target: Path) -> list[int]:

@@ -40,6 +40,14 @@ class StartFailed(Exception):
     """A node process exited or did not get ready in time; the message says which and why."""
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now, for a node that must be told its port in
+    advance; the kernel does not hand it out again at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def is_local(host: str) -> bool:
     """Whether `host` names this machine: loopback, an any-address, or one of its own names
     and addresses (a node elsewhere is expected to be running already)."""

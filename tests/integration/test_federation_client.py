@@ -3,7 +3,6 @@ every way a connection can fail (refused, wrong password, killed node, silent ne
 
 from __future__ import annotations
 
-import socket
 import uuid
 
 import pytest
@@ -24,7 +23,8 @@ from federation.client import (
 )
 from gateway.wire import ClientState, Content, MessageReturned
 from tests.nodes import NodeProcess
-from tests.proxy import TcpProxy
+from topology.processes import free_port
+from topology.proxy import TcpProxy
 
 PERSISTENT = commands.Basic.Properties(delivery_mode=2, content_type="text/plain", headers={"n": 1})
 
@@ -35,13 +35,6 @@ def unique(prefix: str) -> str:
 
 def address(node: NodeProcess, credentials: str = "") -> BrokerAddress:
     return BrokerAddress.parse(f"{credentials}127.0.0.1:{node.port}")
-
-
-def free_port() -> int:
-    """A port nobody listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def test_declare_publish_consume_ack_round_trip(shared_node: NodeProcess) -> None:

@@ -19,7 +19,7 @@ from federation.client import connect
 from federation.management_client import ManagementClient
 from gateway.wire import Content
 from tests.nodes import NodeProcess, running
-from tests.proxy import TcpProxy
+from topology.proxy import TcpProxy
 
 BIN = Path(sys.executable).parent
 PERSISTENT = commands.Basic.Properties(delivery_mode=2, content_type="text/plain", headers={"h": "v"})

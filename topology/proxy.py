@@ -1,4 +1,6 @@
-"""A TCP proxy for fault injection in Trio tests: network failures on demand, on loopback.
+"""A TCP proxy for fault injection: network failures on demand, on loopback. `amq-sim validate`
+puts one between every two nodes to cut links and partition the federation, and the tests use
+it to break single connections.
 
 Usage::
 
@@ -7,8 +9,10 @@ Usage::
         port = await nursery.start(proxy.serve)   # listening on 127.0.0.1:port
         ...                                       # connect to the proxy, not the node
         proxy.cut()        # silence: bytes are dropped both ways, sockets stay open (half-open)
+        proxy.cut(refuse_new=True)  # the same, and new connections are closed at once
         proxy.restore()    # forward again (bytes dropped meanwhile are lost for good)
         proxy.close_all()  # drop every proxied connection, as a dead link would
+        proxy.sever()      # close_all, and close new connections at once until restore()
         proxy.heartbeats   # AMQP heartbeat frames seen each way ("to_target", "from_target"),
                            # dropped ones included: what idle connections are saying
         nursery.cancel_scope.cancel()
@@ -41,15 +45,25 @@ class TcpProxy:
         #: "from_target". Counted in each read, so meaningful on an idle connection only.
         self.heartbeats = {"to_target": 0, "from_target": 0}
         self._cut = False
+        self._severed = False
         self._scopes: set[trio.CancelScope] = set()
 
-    def cut(self) -> None:
-        """Drop all traffic silently from now on, keeping every socket open."""
+    def cut(self, refuse_new: bool = False) -> None:
+        """Drop all traffic silently from now on, keeping every socket open; with `refuse_new`,
+        close new connections at once instead of letting them hang."""
         self._cut = True
+        self._severed = refuse_new
 
     def restore(self) -> None:
-        """Forward traffic again."""
+        """Forward traffic again, and accept connections again after `sever`."""
         self._cut = False
+        self._severed = False
+
+    def sever(self) -> None:
+        """A cable cut both ends notice: close every connection, and every new one at once
+        (a retrying client sees its connection refused) until `restore`."""
+        self._severed = True
+        self.close_all()
 
     def close_all(self) -> None:
         """Close both sockets of every proxied connection (new connections are still accepted)."""
@@ -66,6 +80,9 @@ class TcpProxy:
 
     async def _proxy(self, client: trio.SocketStream) -> None:
         self.connections += 1
+        if self._severed:
+            await trio.aclose_forcefully(client)
+            return
         try:
             server = await trio.open_tcp_stream(self.target_host, self.target_port)
         except OSError:

@@ -1,0 +1,427 @@
+"""`amq-sim validate SCENARIO`: run a scenario on live nodes and compare what they count with
+what the simulation predicts (simulations.validation), so a simulation claim is checked rather
+than believed.
+
+Theory of operation. The scenario's topology (with its subscribers' queues and bindings) is
+started on free loopback ports, one `amq-gateway serve` per node with its data in `<var>/<node>`,
+and applied as `amq-gateway up` applies a file. Its publish events (simulations.events) are then
+published for real, step by step on a clock that follows the scenario's time: each node's
+events on one confirming connection of its own, with the event's routing key, headers and
+properties. The failures happen for real at their times: a node is killed with SIGKILL and
+started again (same data) when the failure ends.
+
+Counts only agree exactly if every publish meets the state the model gives it, so the run
+waits at the moments the model changes state: before a failure it waits until the federation is
+quiescent (every publish confirmed, every count settled) and reads the counters of the node it
+is about to kill (its counters start again from zero after the restart, so the runs add up);
+at the moment the model says a link is back, it waits until that link is Operational live. The
+clock stops while it waits, so the links' retry schedules, which run on real time from the
+failure, are not shifted. At the end it waits for quiescence and reads every node's counters.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import trio
+from pamqp import commands
+
+from federation.client import Channel, connect
+from federation.management_client import ManagementClient
+from gateway.wire import Content
+from simulations.events import Event, scenario_events
+from simulations.scenario import Scenario
+from simulations.validation import LiveCounts, LiveRunFailed
+from simulations.world import LinkId, World, link_ends, link_id
+from topology import processes
+from topology.apply import apply_plan
+from topology.live import OPERATIONAL
+from topology.model import Topology
+from topology.plan import plan_topology
+from topology.processes import NodeProcess, free_port
+from topology.proxy import TcpProxy
+from topology.up import CONNECT_TIMEOUT, wait_connected
+
+Say = Callable[[str], None]
+
+#: Seconds for each management request and connection.
+REQUEST_TIMEOUT = 10.0
+#: Seconds the counts must stay unchanged for the federation to count as quiescent.
+SETTLE = 1.0
+#: Seconds between two readings while waiting for quiescence or for a link.
+POLL = 0.2
+#: Seconds to wait for quiescence, and for a link the model says is back, beyond its time.
+QUIESCENCE_TIMEOUT = 60.0
+LINK_TIMEOUT = 130.0
+#: The most nodes a scenario validated live may have (each is a process on this host).
+MAX_NODES = 16
+
+
+class ValidateFailed(LiveRunFailed):
+    """The live run could not be made to follow the scenario; the message says where."""
+
+
+def on_free_ports(topology: Topology) -> Topology:
+    """The topology with every node on 127.0.0.1 at a free port."""
+    nodes = {name: replace(node, host="127.0.0.1", port=free_port()) for name, node in topology.nodes.items()}
+    return replace(topology, nodes=nodes)
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Something the live run does at a time of the scenario: kill or restart a node, cut or
+    heal the links between two groups of nodes, or wait for a link the model says is back."""
+
+    at: float
+    action: str  # "kill", "restart", "cut", "partition", "heal" or "link-up"
+    node: str = ""
+    link: LinkId = ""
+    groups: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+
+
+#: At one time: failures end before others begin, and links are waited for last.
+ORDER = {"heal": 0, "restart": 1, "kill": 2, "cut": 3, "partition": 3, "link-up": 4}
+
+
+def moments(scenario: Scenario, recovery: dict[LinkId, list[tuple[float, float]]]) -> list[Moment]:
+    """The failures' moments, and each link's return as the model predicts it, in time order."""
+    found = []
+    for failure in scenario.failures:
+        if failure.node is not None:
+            found += [
+                Moment(failure.start, "kill", failure.node),
+                Moment(failure.end, "restart", failure.node),
+            ]
+        elif failure.link is not None:
+            groups = ((failure.link[0],), (failure.link[1],))
+            found += [Moment(failure.start, "cut", groups=groups), Moment(failure.end, "heal", groups=groups)]
+        elif failure.partition is not None:
+            named = {name for group in failure.partition for name in group}
+            rest = tuple(name for name in scenario.topology.nodes if name not in named)
+            sides = [group for group in (*failure.partition, rest) if group]
+            for number, one in enumerate(sides):
+                for other in sides[number + 1 :]:
+                    found += [
+                        Moment(failure.start, "partition", groups=(one, other)),
+                        Moment(failure.end, "heal", groups=(one, other)),
+                    ]
+    for link, windows in recovery.items():
+        found += [Moment(up, "link-up", link=link) for _, up in windows]
+    return sorted(found, key=lambda m: (m.at, ORDER[m.action], m.node, m.link))
+
+
+class Clock:
+    """The scenario's time on Trio's clock, stopped while the run waits (see the module)."""
+
+    def __init__(self) -> None:
+        self.origin = trio.current_time()
+
+    def now(self) -> float:
+        return trio.current_time() - self.origin
+
+    async def wait_until(self, at: float) -> None:
+        await trio.sleep_until(self.origin + at)
+
+    @asynccontextmanager
+    async def stopped(self) -> AsyncIterator[None]:
+        began = trio.current_time()
+        try:
+            yield
+        finally:
+            self.origin += trio.current_time() - began
+
+
+class LiveRun:
+    """The nodes of one validate run, their publishers and what they counted."""
+
+    def __init__(self, topology: Topology, var: Path, say: Say) -> None:
+        self.topology = topology
+        self.var = var
+        self.say = say
+        self.running: dict[str, NodeProcess] = {}
+        #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
+        self.queues = {(queue.node, queue.name) for queue in topology.queues}
+        self.channels: dict[str, Channel] = {}
+        self._connections: dict[str, AsyncExitStack] = {}
+        #: Counts read from runs of nodes that were killed since.
+        self.before = LiveCounts()
+        self.published: dict[str, int] = defaultdict(int)
+        self.refused: dict[str, int] = defaultdict(int)
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    async def start(self, name: str) -> None:
+        node = self.topology.nodes[name]
+        started = await processes.start(node, self.var)
+        self.running[name] = started
+        try:
+            await processes.wait_ready(started)
+        except processes.StartFailed:
+            started.process.kill()
+            raise
+
+    async def kill(self, name: str) -> None:
+        """Read the node's counters, then SIGKILL it (its publisher goes with it)."""
+        add(self.before, await self.read_node(name))
+        stack = self._connections.pop(name, None)
+        self.channels.pop(name, None)
+        if stack is not None:
+            await stack.aclose()
+        started = self.running.pop(name)
+        started.process.send_signal(signal.SIGKILL)
+        await started.process.wait()
+        self.say(f"validate: killed {name} (SIGKILL)")
+
+    async def stop_all(self) -> None:
+        with trio.CancelScope(shield=True):
+            for stack in self._connections.values():
+                with trio.move_on_after(REQUEST_TIMEOUT):
+                    await stack.aclose()
+            await processes.stop_all(self.running.values(), lambda line: None)
+
+    # -- publishing ----------------------------------------------------------------------------
+
+    async def publish(self, event: Event) -> None:
+        if event.node not in self.running:
+            self.refused[event.node] += 1
+            return
+        channel = self.channels.get(event.node)
+        if channel is None:
+            stack = AsyncExitStack()
+            connection = await stack.enter_async_context(connect(self.topology.nodes[event.node].address))
+            channel = await connection.channel()
+            await channel.confirm_select()
+            self._connections[event.node], self.channels[event.node] = stack, channel
+        properties = commands.Basic.Properties(
+            delivery_mode=2 if event.persistent else 1,
+            headers=event.headers or None,
+            expiration=None if event.ttl_ms is None else str(event.ttl_ms),
+        )
+        channel.publish(
+            event.exchange,
+            event.routing_key,
+            Content.from_properties(properties, b"x" * event.size),
+            event.mandatory,
+        )
+        self.published[event.node] += 1
+
+    async def confirmed(self) -> None:
+        for channel in self.channels.values():
+            await channel.wait_for_confirms()
+
+    # -- counters ------------------------------------------------------------------------------
+
+    async def read_node(self, name: str) -> LiveCounts:
+        """One node's counters: its queues' enqueued, its links' and peerings' traffic."""
+        node = self.topology.nodes[name]
+        found = LiveCounts()
+        async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
+            for record in await client.call("queues.list"):
+                if (name, record["name"]) in self.queues:
+                    found.queues[(name, record["name"])] = int(record["enqueued"])
+            found.bindings[name] = len(await client.call("bindings.list"))
+            for record in await client.call("links.list"):
+                peer = record.get("node")
+                if peer:
+                    found.links[link_id(peer, name)] = int(record["messages_in"])
+                    found.links[link_id(name, peer)] = int(record["messages_out"])
+        return found
+
+    async def read_all(self) -> LiveCounts:
+        counts = LiveCounts()
+        for name in list(self.running):
+            add(counts, await self.read_node(name))
+        return counts
+
+    async def link_state(self, link: LinkId) -> str:
+        """The state of the link between the two ends, as the end holding it reports it."""
+        ends = set(link_ends(link))
+        for name in ends & set(self.running):
+            node = self.topology.nodes[name]
+            async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
+                for record in [*await client.call("links.list"), *await client.call("federations.list")]:
+                    peer = record.get("node") or record.get("parent_node")
+                    if peer in ends and peer != name:
+                        return str(record.get("state"))
+        return "unknown"
+
+    async def quiescent(self) -> None:
+        """Wait until every publish is confirmed and no count moves for SETTLE seconds."""
+        await self.confirmed()
+        with trio.move_on_after(QUIESCENCE_TIMEOUT):
+            last = None
+            while True:
+                now = await self.read_all()
+                if now == last:
+                    return
+                last = now
+                await trio.sleep(SETTLE)
+        raise ValidateFailed(f"the federation did not settle within {QUIESCENCE_TIMEOUT:g} s")
+
+    async def wait_link(self, link: LinkId, at: float) -> None:
+        with trio.move_on_after(LINK_TIMEOUT):
+            while (await self.link_state(link)) != OPERATIONAL:
+                await trio.sleep(POLL)
+            return
+        raise ValidateFailed(f"link {link} was not Operational within {LINK_TIMEOUT:g} s of {at:g} s")
+
+
+def add(total: LiveCounts, more: LiveCounts) -> None:
+    """Add `more`'s counts into `total`."""
+    for queue, count in more.queues.items():
+        total.queues[queue] = total.queues.get(queue, 0) + count
+    for link, count in more.links.items():
+        total.links[link] = total.links.get(link, 0) + count
+    for node, count in more.bindings.items():
+        total.bindings[node] = total.bindings.get(node, 0) + count
+
+
+def steps(events: Iterator[Event]) -> Iterator[tuple[float, list[Event]]]:
+    """The events grouped by their time, in order."""
+    batch: list[Event] = []
+    for event in events:
+        if batch and event.time != batch[0].time:
+            yield batch[0].time, batch
+            batch = []
+        batch.append(event)
+    if batch:
+        yield batch[0].time, batch
+
+
+class Wires:
+    """A proxy between every two nodes, one per direction (topology.proxy): node X reaches node
+    Y at proxies[(X, Y)], so validate cuts one link, or the links between two groups, by the
+    proxies at its two ends, while it reads and publishes on the nodes' own ports."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.proxies = {
+            (x, y): TcpProxy("127.0.0.1", topology.nodes[y].port)
+            for x in topology.nodes
+            for y in topology.nodes
+            if x != y
+        }
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        for proxy in self.proxies.values():
+            await nursery.start(proxy.serve)
+
+    def view(self, name: str) -> Topology:
+        """The topology as node `name` reaches the others: through its proxies."""
+        nodes = {
+            other: node if other == name else replace(node, port=self.proxies[(name, other)].port)
+            for other, node in self.topology.nodes.items()
+        }
+        return replace(self.topology, nodes=nodes)
+
+    def between(self, one: Iterable[str], other: Iterable[str]) -> list[TcpProxy]:
+        """The proxies of the links between two groups of nodes, both ways."""
+        return [self.proxies[(x, y)] for x in one for y in other] + [
+            self.proxies[(y, x)] for x in one for y in other
+        ]
+
+
+async def apply_through(wires: Wires) -> None:
+    """Apply the topology node by node, each node's links and peerings made to the proxies of
+    its view (its plan's changes to other nodes are theirs to make from their own view)."""
+    for name in wires.topology.nodes:
+        plan = await plan_topology(wires.view(name), prune=False, timeout=REQUEST_TIMEOUT)
+        plan.changes = [change for change in plan.changes if change.node == name]
+        plan.drift = [drift for drift in plan.drift if drift.node == name]
+        result = await apply_plan(plan, say=lambda line: None)
+        if not result.ok:
+            raise ValidateFailed(f"applying {name}'s part of the topology: {result.failure}")
+
+
+async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
+    """Run the scenario on live nodes and return what they counted."""
+    world = World(scenario)
+    if len(world.topology.nodes) > MAX_NODES:
+        raise ValidateFailed(
+            f"{len(world.topology.nodes)} nodes: validate runs every node on this host, at most {MAX_NODES}"
+        )
+    topology = on_free_ports(world.topology)
+    live = LiveRun(topology, var, say)
+    wires = Wires(topology)
+    try:
+        async with trio.open_nursery() as nursery:
+            await wires.start(nursery)
+            async with trio.open_nursery() as starting:
+                for name in topology.nodes:
+                    starting.start_soon(live.start, name)
+            await apply_through(wires)
+            if not (await wait_connected(topology)).all_operational():
+                raise ValidateFailed(
+                    f"not every link was Operational {CONNECT_TIMEOUT:g} s after the topology was applied"
+                )
+            say(f"validate: {len(topology.nodes)} nodes up on loopback, data and logs in {var}")
+            await _drive(scenario, world, live, wires)
+            say("validate: waiting for the federation to settle")
+            await live.quiescent()
+            counts = await live.read_all()
+            add(counts, live.before)
+            counts.published = dict(live.published)
+            counts.refused = dict(live.refused)
+            nursery.cancel_scope.cancel()
+        return counts
+    finally:
+        await live.stop_all()
+
+
+def _groups(groups: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
+    return " | ".join(",".join(group) for group in groups)
+
+
+async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) -> None:
+    clock = Clock()
+    pending = moments(scenario, world.recovery())
+
+    async def happen_until(at: float) -> None:
+        while pending and pending[0].at <= at:
+            moment = pending.pop(0)
+            await clock.wait_until(moment.at)
+            if moment.action == "kill":
+                async with clock.stopped():
+                    await live.quiescent()
+                await live.kill(moment.node)
+            elif moment.action == "restart":
+                await live.start(moment.node)
+                live.say(f"validate: restarted {moment.node} at {clock.now():.1f} s (due {moment.at:g} s)")
+            elif moment.action in ("cut", "partition"):
+                async with clock.stopped():
+                    await live.quiescent()
+                for proxy in wires.between(*moment.groups):
+                    if moment.action == "cut":
+                        proxy.sever()  # both ends see their connections end
+                    else:
+                        proxy.cut(refuse_new=True)  # silent: only heartbeats tell
+                live.say(f"validate: {moment.action} {_groups(moment.groups)} at {clock.now():.1f} s")
+            elif moment.action == "heal":
+                for proxy in wires.between(*moment.groups):
+                    proxy.close_all()  # what went silent is not picked up again
+                    proxy.restore()
+                live.say(f"validate: healed {_groups(moment.groups)} at {clock.now():.1f} s")
+            else:
+                async with clock.stopped():
+                    await live.wait_link(moment.link, moment.at)
+                    await live.quiescent()  # dynamic interest re-advertised over it
+
+    for at, batch in steps(scenario_events(scenario)):
+        await happen_until(at)
+        await clock.wait_until(at)
+        for event in batch:
+            await live.publish(event)
+    await happen_until(float("inf"))
+
+
+def validate(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
+    """The live run (see the module); LiveRunFailed when it cannot follow the scenario."""
+    try:
+        return trio.run(run_live, scenario, var, say)
+    except* processes.StartFailed as group:
+        raise ValidateFailed("; ".join(str(error) for error in group.exceptions)) from None
