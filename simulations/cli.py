@@ -161,9 +161,10 @@ def _run(scenario: Scenario, out: str, engine: str, master: str | None, partitio
 def _validate(scenario: Scenario, var: Path | None, live: LiveRunner) -> int:
     """Simulate, run live, compare: exit 1 on any difference."""
     from simulations import reference
-    from simulations.validation import compare, report_lines, simulated_counts
+    from simulations.validation import compare, delay_lines, report_lines, simulated_counts
 
-    simulated = simulated_counts(reference.tables(scenario))
+    tables = reference.tables(scenario)
+    simulated = simulated_counts(tables)
     with tempfile.TemporaryDirectory(prefix="amq-sim-validate-") as scratch:
         try:
             counted = live(scenario, var or Path(scratch), lambda line: print(line, flush=True))
@@ -171,6 +172,7 @@ def _validate(scenario: Scenario, var: Path | None, live: LiveRunner) -> int:
             print(f"amq-sim validate: {err}", file=sys.stderr)
             return 1
     rows = compare(simulated, counted)
+    print("\n".join(delay_lines(tables["delays"], counted.delays)))
     print("\n".join(report_lines(rows)))
     return 0 if all(row.agrees for row in rows) else 1
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from simulations.world import LinkId
@@ -35,6 +36,9 @@ class LiveCounts:
     refused: dict[str, int] = field(default_factory=dict)
     #: Per node, its bindings (read to tell when interest has settled, not compared).
     bindings: dict[str, int] = field(default_factory=dict)
+    #: Per queue, each consumed message's delay in seconds (live only; the simulation's are
+    #: in its `delays` table).
+    delays: dict[tuple[str, str], list[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ def simulated_counts(tables: dict[str, pd.DataFrame]) -> LiveCounts:
     carried = links.assign(carried=links["messages"] - links["lost"]).groupby("link")["carried"].sum()
     return LiveCounts(
         queues={
-            (str(n), str(q)): int(d) for n, q, d in zip(queues["node"], queues["queue"], queues["delivered"])
+            (str(n), str(q)): int(d)
+            for n, q, d in zip(queues["node"], queues["queue"], queues["delivered"], strict=True)
         },
         links={str(link): int(count) for link, count in carried.items()},
         published={str(n): int(p) for n, p in zip(nodes["node"], nodes["published"], strict=True) if p},
@@ -101,3 +106,22 @@ def report_lines(rows: Iterable[Row]) -> list[str]:
         else f"validate: {differing} of {len(rows)} counts differ (marked !=)"
     )
     return lines
+
+
+def delay_lines(simulated: pd.DataFrame, live: dict[tuple[str, str], list[float]]) -> list[str]:
+    """Per queue, the delay distributions side by side (median, 90th percentile, most, in
+    ms): reported, not compared, since the model's latencies are the scenario's while the live
+    nodes share one machine's loopback."""
+    lines = [f"{'delays (ms)':<24} {'simulated p50/p90/max':>24} {'live p50/p90/max':>24}"]
+    for (node, queue), rows in simulated.groupby(["node", "queue"]):
+        model = np.repeat(rows["delay_ms"].to_numpy(), rows["messages"].to_numpy())
+        seen = np.asarray(live.get((str(node), str(queue)), []), dtype=float) * 1000
+        lines.append(f"{node}/{queue:<22} {_spread(model):>24} {_spread(seen):>24}")
+    return lines
+
+
+def _spread(values: np.ndarray) -> str:
+    if not len(values):
+        return "-"
+    p50, p90, top = np.percentile(values, [50, 90, 100])
+    return f"{p50:.0f}/{p90:.0f}/{top:.0f}"

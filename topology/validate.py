@@ -31,7 +31,7 @@ from pathlib import Path
 import trio
 from pamqp import commands
 
-from federation.client import Channel, connect
+from federation.client import Channel, ClientError, connect
 from federation.management_client import ManagementClient
 from gateway.wire import Content
 from simulations.events import Event, scenario_events
@@ -150,6 +150,10 @@ class LiveRun:
         self._connections: dict[str, AsyncExitStack] = {}
         #: Counts read from runs of nodes that were killed since.
         self.before = LiveCounts()
+        #: Per node, set while it runs (its consumer waits on it).
+        self.started: dict[str, trio.Event] = {}
+        #: Per queue, the delay of each message consumed from it (seconds).
+        self.delays: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.published: dict[str, int] = defaultdict(int)
         self.refused: dict[str, int] = defaultdict(int)
 
@@ -164,10 +168,12 @@ class LiveRun:
         except processes.StartFailed:
             started.process.kill()
             raise
+        self.started.setdefault(name, trio.Event()).set()
 
     async def kill(self, name: str) -> None:
         """Read the node's counters, then SIGKILL it (its publisher goes with it)."""
         add(self.before, await self.read_node(name))
+        self.started[name] = trio.Event()
         stack = self._connections.pop(name, None)
         self.channels.pop(name, None)
         if stack is not None:
@@ -198,6 +204,7 @@ class LiveRun:
             await channel.confirm_select()
             self._connections[event.node], self.channels[event.node] = stack, channel
         properties = commands.Basic.Properties(
+            message_id=f"{trio.current_time():.6f}",  # when it was sent, for its delay
             delivery_mode=2 if event.persistent else 1,
             headers=event.headers or None,
             expiration=None if event.ttl_ms is None else str(event.ttl_ms),
@@ -213,6 +220,24 @@ class LiveRun:
     async def confirmed(self) -> None:
         for channel in self.channels.values():
             await channel.wait_for_confirms()
+
+    # -- arrivals ------------------------------------------------------------------------------
+
+    async def consume(self, name: str, queues: list[str]) -> None:
+        """Consume the node's queues for as long as it runs, each delivery's delay kept; after
+        a kill, again once it is restarted. Runs until cancelled."""
+        while True:
+            await self.started[name].wait()
+            try:
+                async with connect(self.topology.nodes[name].address) as connection:
+                    channel = await connection.channel()
+                    for queue in queues:
+                        await channel.consume(queue, no_ack=True, consumer_tag=queue)
+                    async for delivery in channel.deliveries():
+                        sent = float(delivery.content.properties.message_id or "nan")
+                        self.delays[(name, delivery.consumer_tag)].append(trio.current_time() - sent)
+            except ClientError:
+                pass  # killed (kill() has a new, unset event ready for the next run)
 
     # -- counters ------------------------------------------------------------------------------
 
@@ -293,6 +318,17 @@ def steps(events: Iterator[Event]) -> Iterator[tuple[float, list[Event]]]:
         yield batch[0].time, batch
 
 
+def consumed(topology: Topology) -> dict[str, list[str]]:
+    """Per node, the scenario's queues validate consumes to measure delays: all but those a
+    queue route takes its messages from (a consumer there would compete with the route)."""
+    routed = {(route.source, route.queue) for route in topology.routes if route.kind == "queue"}
+    found: dict[str, list[str]] = defaultdict(list)
+    for queue in topology.queues:
+        if (queue.node, queue.name) not in routed:
+            found[queue.node].append(queue.name)
+    return found
+
+
 class Wires:
     """A proxy between every two nodes, one per direction (topology.proxy): node X reaches node
     Y at proxies[(X, Y)], so validate cuts one link, or the links between two groups, by the
@@ -359,6 +395,8 @@ async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
                 raise ValidateFailed(
                     f"not every link was Operational {CONNECT_TIMEOUT:g} s after the topology was applied"
                 )
+            for name, queues in consumed(topology).items():
+                nursery.start_soon(live.consume, name, queues)
             say(f"validate: {len(topology.nodes)} nodes up on loopback, data and logs in {var}")
             await _drive(scenario, world, live, wires)
             say("validate: waiting for the federation to settle")
@@ -367,6 +405,7 @@ async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
             add(counts, live.before)
             counts.published = dict(live.published)
             counts.refused = dict(live.refused)
+            counts.delays = dict(live.delays)
             nursery.cancel_scope.cancel()
         return counts
     finally:
