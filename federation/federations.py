@@ -279,6 +279,7 @@ class Federations:
             connect=self._peering_connect(config),
             name=f"peering of exchange '{config.exchange}' to {config.parent}",
         )
+        peering.link_counters = link.counters
         link.attach(peering)
         entry = self._entries[(config.vhost, config.exchange)] = _Entry(attachment, peering, link)
         nursery.start_soon(link.run, name=f"peering of {config.exchange} to {config.parent}")

@@ -125,6 +125,11 @@ class Management:
                 "alternate_exchange": exchange.alternate,
                 "arguments": jsonable(exchange.arguments),
                 "bindings": len(exchange.matcher),
+                # Since the node started (docs/configuration.md, "Counters").
+                "published": exchange.published,
+                "routed": exchange.routed,
+                "unroutable": exchange.unroutable,
+                "dropped_looping": exchange.dropped_looping,
             }
             for exchange in self._vhost(vhost).exchanges.values()
         ]
@@ -143,6 +148,11 @@ class Management:
                 "capacity": queue.options.capacity,
                 "flow_resume_capacity": queue.options.flow_resume_capacity,
                 "overfull": queue.flow is not None and queue.flow.hold is not None,
+                # Since the queue was created or the node started (docs/configuration.md).
+                "enqueued": queue.enqueued,
+                "delivered": queue.delivered,
+                "acknowledged": queue.acknowledged,
+                "dead_lettered": queue.dead_lettered,
                 "dropped": queue.dropped,
                 "consumers": len(queue.consumers),
                 "bindings": len(queue.sources),

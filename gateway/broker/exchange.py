@@ -34,6 +34,9 @@ class Exchange:
         "sources",
         "deleted",
         "federation",
+        "published",
+        "routed",
+        "dropped_looping",
     )
 
     def __init__(
@@ -65,9 +68,24 @@ class Exchange:
         self.deleted = False
         #: Set by dynamic routing: told about queue bindings, and asked about each message.
         self.federation: ExchangeFederation | None = None
+        #: Counters since the node started (docs/configuration.md, "Counters"): messages
+        #: published to this exchange (by clients, routes, federation and dead-lettering),
+        #: those that reached a queue or a federation destination, and those dynamic routing
+        #: dropped for having passed this node before. The rest were unroutable (`unroutable`).
+        self.published = 0
+        self.routed = 0
+        self.dropped_looping = 0
 
     def __repr__(self) -> str:
         return f"<Exchange {self.name!r} {self.type}>"
+
+    @property
+    def unroutable(self) -> int:
+        """Messages published here that reached nothing: no queue, no federation destination,
+        and not dropped as looping (for mandatory publishes to an exchange without dynamic
+        routes, the ones returned). Derived, so a
+        publish costs two increments, not three."""
+        return self.published - self.routed - self.dropped_looping
 
 
 class ExchangeFederation(Protocol):

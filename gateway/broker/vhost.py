@@ -68,10 +68,12 @@ class VHost:
             return_to,
         )
         budget = broker.queue_memory_budget
+        exchange.published += 1
         if exchange.is_default and not extra_keys:
             queue = self.queues.get(routing_key)
             if queue is None:
                 return 0, None, False
+            exchange.routed += 1
             if queue.publish(message):
                 stored = message.persistent and queue.store is not None
                 if queue.over_memory_budget(budget):
@@ -79,6 +81,8 @@ class VHost:
                 return 1, None, stored
             return 1, queue, False
         queues = route(exchange, message, extra_keys)
+        if queues:
+            exchange.routed += 1
         refused: Queue | None = None
         accepted = stored = False
         everywhere_stored = over_budget = True
@@ -128,6 +132,8 @@ class VHost:
             return
         broker = self.broker
         now = broker.clock()
+        queue.dead_lettered += len(messages)
+        exchange.published += len(messages)
         for message in messages:
             routing_key = options.dead_letter_routing_key or message.routing_key
             copy = dead_letter_copy(message, queue.name, reason, now, exchange.name, routing_key)
@@ -140,6 +146,7 @@ class VHost:
             targets = [q for q in reached if not would_cycle(copy, q.name)]
             if not targets:
                 continue
+            exchange.routed += 1
             copy.id = broker.next_message_id
             broker.next_message_id += 1
             for target in targets:

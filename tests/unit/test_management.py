@@ -31,6 +31,10 @@ def test_add_list_and_delete_exchange(management: Management) -> None:
         "alternate_exchange": None,
         "arguments": {},
         "bindings": 0,
+        "published": 0,
+        "routed": 0,
+        "unroutable": 0,
+        "dropped_looping": 0,
     }
     management.call("exchanges.delete", {"name": "fed.topic"})
     assert "fed.topic" not in names(management.call("exchanges.list", {}))
@@ -79,6 +83,10 @@ def test_queues_and_bindings(management: Management) -> None:
         "capacity": None,
         "flow_resume_capacity": None,
         "overfull": False,
+        "enqueued": 0,
+        "delivered": 0,
+        "acknowledged": 0,
+        "dead_lettered": 0,
         "dropped": 0,
         "consumers": 0,
         "bindings": 1,
