@@ -3,6 +3,7 @@
     amq-sim check SCENARIO
     amq-sim generate SPEC -o FILE        SPEC: a scenario file, or hierarchy:hubs=3,edges=4,seed=1
     amq-sim run SCENARIO [--out DIR] [--master URL] [--engine spark|reference]
+    amq-sim events SCENARIO -o FILE      FILE: NAME.parquet or NAME.csv
     amq-sim report DIR
     amq-sim validate SCENARIO [--var DIR]
 
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from simulations.events import FORMATS, write_events
 from simulations.generators import GeneratorSpec, generate, to_toml
 from simulations.scenario import Scenario, ScenarioError, load_scenario
 from simulations.tables import summary_lines
@@ -53,6 +55,11 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
     )
     run.add_argument("--engine", choices=("spark", "reference"), default="spark")
     run.add_argument("--partitions", type=int, default=8, help="Spark shuffle partitions (default: 8)")
+    events = sub.add_parser("events", help="write a scenario's publish events, one row per message")
+    events.add_argument("scenario", type=Path)
+    events.add_argument(
+        "-o", "--output", type=Path, required=True, help="file to write: NAME.parquet or NAME.csv"
+    )
     report = sub.add_parser("report", help="write report.html with its plots into a run's directory")
     report.add_argument("out", type=Path)
     check_live = sub.add_parser(
@@ -71,6 +78,8 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
 
             print(f"report: {write_report(args.out)}")
             return 0
+        if args.command == "events" and args.output.suffix not in FORMATS:
+            parser.error(f"events: {args.output} must end in {' or '.join(FORMATS)}")
         scenario = load_scenario(args.scenario)
     except ScenarioError as err:
         print("\n".join(err.problems), file=sys.stderr)
@@ -85,6 +94,10 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
             print("amq-sim: validate runs nodes: use the amq-sim console script", file=sys.stderr)
             return 2
         return _validate(scenario, args.var, live)
+    if args.command == "events":
+        written = write_events(scenario, args.output)
+        print(f"wrote {args.output}: {_count(written, 'event')} of scenario {scenario.name}")
+        return 0
     return _run(scenario, args.out or f"out/{scenario.name}", args.engine, args.master, args.partitions)
 
 

@@ -16,7 +16,7 @@ from simulations.hops import TreeTraffic
 from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
-from simulations.workload import events, key_draw, publishing
+from simulations.workload import events, publisher_draws, publishing
 from simulations.world import ClassRoute, LinkId, Outages, World, link_ends
 
 Progress = Callable[[str, float], None]
@@ -128,12 +128,12 @@ def _columns(table: str) -> list[str]:
 
 def _count_events(scenario: Scenario, progress: Progress) -> tuple[Counts, dict[str, list[int]]]:
     """(entry, node, key, step) -> [messages, bytes], counted one event at a time."""
-    draw = key_draw(scenario.keys)
+    draws = publisher_draws(scenario)
     counts: Counts = defaultdict(lambda: [0, 0])
     published: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     sources = publishing(scenario)
     for number, (entry, node) in enumerate(sources):
-        drawn = events(scenario, entry, node, draw)
+        drawn = events(scenario, entry, node, draws[entry])
         for step, key, size in zip(
             drawn["step"].tolist(), drawn["key"].tolist(), drawn["size"].tolist(), strict=True
         ):

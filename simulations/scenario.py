@@ -8,7 +8,7 @@ so the simulation runs on exactly the model `amq-route topology` reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -48,24 +48,39 @@ class LinkRule:
 
 @dataclass(frozen=True)
 class KeySpace:
-    """Routing keys of len(words) words, level i drawing from words[i] words."""
+    """Routing keys of len(words) words, level i drawing from words[i] words (the drawn keys,
+    numbered from 0), then the publishers' own keys (`own`, numbered after them): both
+    engines route a key by its number, so own keys route exactly as drawn ones do."""
 
     words: tuple[int, ...] = (4, 4, 4)
     distribution: str = "uniform"
     zipf_s: float = 1.1
+    own: tuple[str, ...] = ()
 
     @property
-    def size(self) -> int:
+    def drawn(self) -> int:
+        """How many keys the words make (the keys publishers without their own draw from)."""
         size = 1
         for count in self.words:
             size *= count
         return size
 
+    @property
+    def size(self) -> int:
+        """Every key's number is below this: the drawn keys and the own ones."""
+        return self.drawn + len(self.own)
+
+    def number(self, own_key: str) -> int:
+        """The number of one of the publishers' own keys."""
+        return self.drawn + self.own.index(own_key)
+
 
 @dataclass(frozen=True)
 class Publishers:
     """Every node matching `nodes` publishes to `exchange` at `rate` msg/s (shaped by
-    `pattern`), keys drawn from the key space, sizes uniform in [size/2, 3*size/2]."""
+    `pattern`), keys drawn from the key space (or from `keys`, its own, by the same
+    distribution), sizes uniform in [size/2, 3*size/2], with the message properties
+    `persistent`, `mandatory` and `ttl_ms` (None: no expiration)."""
 
     nodes: str
     exchange: str
@@ -76,6 +91,10 @@ class Publishers:
     burst_length: float = 5.0
     burst_factor: float = 10.0
     amplitude: float = 0.5
+    keys: tuple[str, ...] = ()
+    persistent: bool = True
+    mandatory: bool = False
+    ttl_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +189,9 @@ class _Reader(SectionReader):
         values["links"] = self.links(data.get("links", {}))
         for key, section in schema.ARRAYS.items():
             values[key] = self.array(key, data.get(key, []), section)
+        for index, publishers in enumerate(values["publishers"]):
+            if "key" in publishers and "keys" in publishers:
+                self.problem(("publishers", index, "key"), "give at most one of 'keys' or 'key'")
         for index, failure in enumerate(values["failures"]):
             if ("link" in failure) == ("node" in failure):
                 self.problem(("failures", index), "give exactly one of 'link' or 'node'")
@@ -223,11 +245,24 @@ class _Reader(SectionReader):
             return None
         if "file" in values:
             try:
-                return load_topology(self.doc.path.parent / values["file"])
+                topology = load_topology(self.doc.path.parent / values["file"])
             except TopologyError as err:
                 for problem in err.problems:
                     self.problem(("topology", "file"), problem)
                 return None
+            if topology.publishers and "publishers_rate" not in values:
+                first = topology.publishers[0].where.split(": ")[0]
+                self.problem(
+                    ("topology", "file"),
+                    f"the topology's {len(topology.publishers)} [[publishers]] (the first at {first}) "
+                    "have no rate: give publishers_rate "
+                    "(msg/s per publisher, 0 to leave them out) in [topology], or publish from "
+                    "this scenario's [[publishers]]",
+                )
+            return topology
+        if "publishers_rate" in values:
+            self.problem(("topology", "publishers_rate"), "only with 'file' (a generator has no publishers)")
+            values = {key: value for key, value in values.items() if key != "publishers_rate"}
         spec = GeneratorSpec(**{key.replace("-", "_"): value for key, value in values.items()})
         try:
             return generate(spec)
@@ -246,6 +281,10 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
             for rule in links.get(key, [])
         )
 
+    publishers = tuple(_publishers(dict(entry)) for entry in values["publishers"])
+    rate = values.get("topology", {}).get("publishers_rate", 0.0)
+    if rate > 0:  # the topology file's publishers, each node publishing its one key
+        publishers += tuple(Publishers(p.node, p.exchange, rate, keys=(p.key,)) for p in topology.publishers)
     return Scenario(
         name=head.get("name", doc.path.stem),
         path=str(doc.path),
@@ -256,8 +295,11 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
         link_default=LinkProps(**links.get("default", {})),
         region_rules=rules("regions"),
         pair_rules=rules("pairs"),
-        keys=KeySpace(**values.get("keys", {})),
-        publishers=tuple(Publishers(**entry) for entry in values["publishers"]),
+        keys=replace(
+            KeySpace(**values.get("keys", {})),
+            own=tuple(dict.fromkeys(k for p in publishers for k in p.keys)),
+        ),
+        publishers=publishers,
         subscribers=tuple(Subscribers(**entry) for entry in values["subscribers"]),
         failures=tuple(
             Failure(
@@ -269,3 +311,10 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
             for entry in values["failures"]
         ),
     )
+
+
+def _publishers(entry: dict[str, Any]) -> Publishers:
+    """A [[publishers]] entry; a fixed `key` is a list of one."""
+    if "key" in entry:
+        entry["keys"] = (entry.pop("key"),)
+    return Publishers(**entry)

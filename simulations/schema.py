@@ -7,7 +7,7 @@ One table per section, in the shape topology.schema uses (its `Section`), so the
 from __future__ import annotations
 
 from gateway.names import EXCHANGE_TYPES
-from gateway.tomlfile import Check, Invalid, integer, one_of, text
+from gateway.tomlfile import Check, Invalid, boolean, integer, one_of, text
 from topology.schema import Section
 
 GENERATORS = ("hierarchy", "ring-of-regions", "random-geometric", "mesh-of-hubs")
@@ -34,6 +34,18 @@ def _words(value: object) -> tuple[int, ...]:
     ):
         raise Invalid("an array of 1-8 word counts, each 1-10000", value)
     return tuple(value)
+
+
+def _routing_key(value: object) -> str:
+    if not isinstance(value, str) or len(value.encode()) > 255:
+        raise Invalid("a routing key (a string of at most 255 bytes)", value)
+    return value
+
+
+def _routing_keys(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not 1 <= len(value) <= 100_000:
+        raise Invalid("an array of 1-100000 routing keys", value)
+    return tuple(_routing_key(key) for key in value)
 
 
 def _pair(value: object) -> tuple[str, str]:
@@ -67,6 +79,7 @@ TOPOLOGY = Section(
         "nodes": integer(1, 1_000_000),
         "radius": number(0.0, 2.0),
         "fanout_federation": text("a fanout exchange name to federate along the tree"),
+        "publishers_rate": number(0.0, 1e9),
     }
 )
 
@@ -102,6 +115,11 @@ PUBLISHER = Section(
         "burst_length": number(0.0, 1e9),
         "burst_factor": number(0.0, 1e6),
         "amplitude": number(0.0, 1.0),
+        "keys": _routing_keys,
+        "key": _routing_key,
+        "persistent": boolean,
+        "mandatory": boolean,
+        "ttl_ms": integer(0, 2**32 - 1),
     },
     required={
         "nodes": "the nodes that publish",

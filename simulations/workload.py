@@ -30,7 +30,10 @@ from topology.model import Binding, Queue, Topology
 
 
 def key_words(keys: KeySpace, index: int) -> list[str]:
-    """The words of key number `index`: level i is a letter (a, b, ...) and a number."""
+    """The words of key number `index`: level i is a letter (a, b, ...) and a number; past
+    the drawn keys, a publisher's own key split at its dots."""
+    if index >= keys.drawn:
+        return keys.own[index - keys.drawn].split(".")
     words = []
     for level, count in enumerate(keys.words):
         below = math.prod(keys.words[level + 1 :])
@@ -48,11 +51,13 @@ def headers_of(keys: KeySpace, index: int) -> dict[str, Any]:
     return {f"w{level}": word for level, word in enumerate(key_words(keys, index))}
 
 
-def key_probabilities(keys: KeySpace) -> np.ndarray:
-    """How likely each key is: all alike, or Zipf's law with exponent zipf_s by key number."""
+def key_probabilities(keys: KeySpace, count: int | None = None) -> np.ndarray:
+    """How likely each of `count` keys (default: the drawn ones) is: all alike, or Zipf's law
+    with exponent zipf_s by key number (or place in a publisher's own list)."""
+    count = keys.drawn if count is None else count
     if keys.distribution == "uniform":
-        return np.full(keys.size, 1.0 / keys.size)
-    weights = 1.0 / np.arange(1, keys.size + 1, dtype=np.float64) ** keys.zipf_s
+        return np.full(count, 1.0 / count)
+    weights = 1.0 / np.arange(1, count + 1, dtype=np.float64) ** keys.zipf_s
     return weights / weights.sum()
 
 
@@ -181,17 +186,20 @@ def source_seed(scenario: Scenario, entry: int, node: str) -> int:
 @dataclass(frozen=True)
 class KeyDraw:
     """Walker's alias table for the key probabilities, in integers so that both engines take
-    the same decisions: an event in bucket j (of `size`) keeps key j when its 32-bit draw is
-    under threshold[j] (out of 2**32), else takes alias[j]."""
+    the same decisions: an event in bucket j (of `size`) keeps j when its 32-bit draw is
+    under threshold[j] (out of 2**32), else takes alias[j]; the key is that number, or for a
+    publisher with its own keys, `numbers` at it."""
 
     size: int
     threshold: tuple[int, ...]
     alias: tuple[int, ...]
+    numbers: tuple[int, ...] | None = None
 
 
-def key_draw(keys: KeySpace) -> KeyDraw:
-    """The alias table of the key space's distribution (Vose's construction)."""
-    probabilities = key_probabilities(keys)
+def key_draw(keys: KeySpace, numbers: tuple[int, ...] | None = None) -> KeyDraw:
+    """The alias table of the key space's distribution over its drawn keys, or over the keys
+    numbered `numbers` (Vose's construction)."""
+    probabilities = key_probabilities(keys, None if numbers is None else len(numbers))
     size = len(probabilities)
     scaled = [float(p) * size for p in probabilities]
     threshold, alias = [1 << 32] * size, list(range(size))
@@ -204,7 +212,17 @@ def key_draw(keys: KeySpace) -> KeyDraw:
         scaled[high] -= 1.0 - scaled[low]
         if scaled[high] < 1.0:
             small.append(large.pop())
-    return KeyDraw(size, tuple(threshold), tuple(alias))
+    return KeyDraw(size, tuple(threshold), tuple(alias), numbers)
+
+
+def publisher_draws(scenario: Scenario) -> tuple[KeyDraw, ...]:
+    """Each publisher entry's draw: over its own keys, else the drawn keys' (one table,
+    shared)."""
+    drawn = key_draw(scenario.keys)
+    return tuple(
+        key_draw(scenario.keys, tuple(scenario.keys.number(key) for key in p.keys)) if p.keys else drawn
+        for p in scenario.publishers
+    )
 
 
 def size_range(publishers: Publishers) -> tuple[int, int]:
@@ -217,22 +235,28 @@ def draw_keys(draw: KeyDraw, h: np.ndarray) -> np.ndarray:
     bucket = ((h >> np.uint64(32)) * np.uint64(draw.size)) >> np.uint64(32)
     bucket = bucket.astype(np.int64)
     below = (h & np.uint64(0xFFFFFFFF)).astype(np.int64) < np.asarray(draw.threshold, dtype=np.int64)[bucket]
-    return np.where(below, bucket, np.asarray(draw.alias, dtype=np.int64)[bucket])
+    drawn = np.where(below, bucket, np.asarray(draw.alias, dtype=np.int64)[bucket])
+    return drawn if draw.numbers is None else np.asarray(draw.numbers, dtype=np.int64)[drawn]
 
 
-def events(scenario: Scenario, entry: int, node: str, draw: KeyDraw | None = None) -> dict[str, np.ndarray]:
-    """The publish events of one node of publisher entry `entry`: columns step, key (the key's
-    number) and size (bytes), one row per message, in step order (see the module's docstring
-    for the draw)."""
+def events(
+    scenario: Scenario, entry: int, node: str, draw: KeyDraw | None = None, steps: range | None = None
+) -> dict[str, np.ndarray]:
+    """The publish events of one node of publisher entry `entry` (in `steps`, default all):
+    columns step, key (the key's number) and size (bytes), one row per message, in step
+    order (see the module's docstring for the draw; `draw` is the entry's)."""
     publishers = scenario.publishers[entry]
-    draw = draw or key_draw(scenario.keys)
+    draw = draw or publisher_draws(scenario)[entry]
+    steps = range(scenario.steps) if steps is None else steps
     counts = step_counts(scenario, publishers)
-    index = np.arange(int(counts.sum()), dtype=np.int64)
+    before = int(counts[: steps.start].sum())
+    counts = counts[steps.start : steps.stop]
+    index = np.arange(before, before + int(counts.sum()), dtype=np.int64)
     seed = source_seed(scenario, entry, node)
     low, high = size_range(publishers)
     spread = (xxhash64(seed, index, 1) >> np.uint64(1)) % np.uint64(high - low + 1)
     return {
-        "step": np.repeat(np.arange(scenario.steps, dtype=np.int32), counts),
+        "step": np.repeat(np.arange(steps.start, steps.stop, dtype=np.int32), counts),
         "key": draw_keys(draw, xxhash64(seed, index)).astype(np.int32),
         "size": (low + spread.astype(np.int64)).astype(np.int64),
     }

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
-from simulations.workload import key_draw, publishing
+from simulations.workload import publisher_draws, publishing
 from simulations.world import World, link_ends
 from spark import jobs, trees
 from spark.failures import Failures
@@ -124,7 +124,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     forests = trees.Forests.of(world)
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
-    events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
+    events = jobs.publish_events(jobs.publish_sources(spark, scenario), publisher_draws(scenario))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     progress("routing", 0.2, 0.4)
     parts: list[_ClassPart | _TreePart] = []

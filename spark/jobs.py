@@ -80,10 +80,11 @@ def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
     return sources_df.join(F.broadcast(schedule_df), "entry")
 
 
-def publish_events(sources: DataFrame, draw: KeyDraw) -> DataFrame:
+def publish_events(sources: DataFrame, draws: tuple[KeyDraw, ...]) -> DataFrame:
     """publish_sources -> one row per publish event (entry, node, node_index, step, key, size),
     by the draw of simulations.workload in built-in functions: the events' numbers are
-    exploded from each (node, step) row, the key and size are hashes of (seed, number)."""
+    exploded from each (node, step) row, the key and size are hashes of (seed, number), the
+    key by its entry's draw (`draws`, one per entry, as workload.publisher_draws)."""
     numbered = sources.select(
         "entry",
         "node",
@@ -96,19 +97,34 @@ def publish_events(sources: DataFrame, draw: KeyDraw) -> DataFrame:
     )
     h = F.xxhash64(F.col("seed"), F.col("number"))
     g = F.xxhash64(F.col("seed"), F.col("number"), F.lit(1).cast("bigint"))
-    bucket = F.shiftrightunsigned(F.shiftrightunsigned(h, 32) * F.lit(draw.size), 32).cast("int")
-    threshold = F.array(*(F.lit(t).cast("bigint") for t in draw.threshold))
-    alias = F.array(*(F.lit(a) for a in draw.alias))
-    keep = h.bitwiseAND(F.lit(0xFFFFFFFF)) < F.element_at(threshold, bucket + 1)
+    entries: dict[KeyDraw, list[int]] = {}
+    for entry, draw in enumerate(draws):
+        entries.setdefault(draw, []).append(entry)
+    keys = [(_drawn_key(h, draw), entries[draw]) for draw in entries]
+    key = keys[-1][0] if keys else F.lit(0)
+    for expression, where in keys[:-1]:
+        key = F.when(F.col("entry").isin(where), expression).otherwise(key)
     span = F.col("high") - F.col("low") + 1
     return numbered.select(
         "entry",
         "node",
         "node_index",
         "step",
-        F.when(keep, bucket).otherwise(F.element_at(alias, bucket + 1)).alias("key"),
+        key.alias("key"),
         (F.col("low") + F.shiftrightunsigned(g, 1) % span).alias("size"),
     )
+
+
+def _drawn_key(h: Column, draw: KeyDraw) -> Column:
+    """The key number an event hash `h` draws by `draw` (workload.draw_keys, in columns)."""
+    bucket = F.shiftrightunsigned(F.shiftrightunsigned(h, 32) * F.lit(draw.size), 32).cast("int")
+    threshold = F.array(*(F.lit(t).cast("bigint") for t in draw.threshold))
+    alias = F.array(*(F.lit(a) for a in draw.alias))
+    keep = h.bitwiseAND(F.lit(0xFFFFFFFF)) < F.element_at(threshold, bucket + 1)
+    drawn = F.when(keep, bucket).otherwise(F.element_at(alias, bucket + 1))
+    if draw.numbers is None:
+        return drawn
+    return F.element_at(F.array(*(F.lit(n) for n in draw.numbers)), drawn + 1)
 
 
 def class_steps(events_df: DataFrame, nodes: int, keys: int) -> DataFrame:

@@ -4,6 +4,7 @@ included; and the corner cases come out as the planner's model says they must.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -58,8 +59,59 @@ to = 4.5
 
 
 def test_small_scenario(spark: SparkSession) -> None:
+    """small.toml, with the topology file's [[publishers]] publishing their own keys (5 msg/s
+    for 60 s each) across the ring of hubs, routed class by class: they reach exactly the
+    queues the topology file's comments name."""
     scenario = load_scenario(ROOT / "simulations" / "small.toml")
-    assert_same_tables(spark_tables(spark, scenario), reference_tables(scenario))
+    expected = reference_tables(scenario)
+    assert_same_tables(spark_tables(spark, scenario), expected)
+    queues = expected["queues"].set_index(["node", "queue"])["delivered"]
+    assert queues[("hub-eu", "orders")] == 600  # orders.eu.new and orders.us.new
+    assert queues[("edge-us-1", "eu-orders")] == 300  # orders.eu.new
+    assert [queues[(node, "prices")] for node in ("hub-us", "hub-ap", "edge-ap-1")] == [300] * 3
+    assert [queues[(node, "metrics")] for node in ("hub-eu", "edge-eu-1")] == [300] * 2
+
+
+#: Publishers with their own keys on a plain forest (routed per tree) and on the fanout
+#: federation (class by class), with message properties; topic subscribers on the hubs draw
+#: from the whole key space, own keys included.
+OWN_KEYS = """[[publishers]]
+nodes = "edge-*"
+exchange = "sim.topic"
+rate = 6
+keys = ["orders.eu", "orders.us", "a1.b2", "audit"]
+persistent = false
+ttl_ms = 500
+[[publishers]]
+nodes = "edge-00*"
+exchange = "sim.fanout"
+rate = 3
+key = "audit"
+mandatory = true
+[[subscribers]]
+nodes = "hub-*"
+exchange = "sim.topic"
+type = "topic"
+queue = "own"
+count = 6
+wildcards = 0.3
+"""
+
+
+def test_publishers_own_keys(spark: SparkSession, tmp_path: Path) -> None:
+    """Own keys route in both engines as drawn keys do: on the forest in aggregate, by every
+    class's paths, and in Spark, the tables are equal, and they reach queues."""
+    scenario = fanout_hierarchy_scenario(tmp_path, 9, OWN_KEYS)
+    assert scenario.keys.own == ("orders.eu", "orders.us", "a1.b2", "audit")
+    assert World(scenario).forest(2, "edge-000-000") is not None  # the own keys' tree
+    by_paths = {name: normalised(name, df) for name, df in reference.tables(scenario, forests=False).items()}
+    assert_same_tables(reference_tables(scenario), by_paths)
+    found = spark_tables(spark, scenario)
+    assert_same_tables(found, by_paths)
+    without = reference_tables(replace(scenario, publishers=scenario.publishers[:2]))
+    own = found["queues"].set_index(["node", "queue"])["delivered"]
+    drawn_only = without["queues"].set_index(["node", "queue"])["delivered"]
+    assert own.sum() > drawn_only.sum()  # the own keys' publishes were delivered
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,16 @@ import numpy as np
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
-from simulations.scenario import KeySpace, Scenario, load_scenario
-from simulations.workload import draw_keys, events, key_draw, key_probabilities, xxhash64
+from simulations.scenario import KeySpace, Scenario, load_scenario, load_scenario_text
+from simulations.workload import (
+    draw_keys,
+    events,
+    key_draw,
+    key_probabilities,
+    publisher_draws,
+    publishing,
+    xxhash64,
+)
 from simulations.world import Window
 from spark import jobs
 from spark.failures import Failures
@@ -91,14 +99,59 @@ def test_duplicates_count_copies_beyond_the_first_that_are_not_lost(spark: Spark
 def test_events_are_the_workloads_draws(spark: SparkSession) -> None:
     scenario: Scenario = load_scenario(SCENARIOS / "corners.toml")
     sources = jobs.publish_sources(spark, scenario).where(F.col("node") == "a")
-    draw = key_draw(scenario.keys)
-    found = jobs.publish_events(sources, draw).orderBy("entry", "step", "key", "size").collect()
+    draws = publisher_draws(scenario)
+    found = jobs.publish_events(sources, draws).orderBy("entry", "step", "key", "size").collect()
     expected = sorted(
         (entry, int(s), int(k), int(z))
         for entry in (0, 1)
-        for s, k, z in zip(*events(scenario, entry, "a", draw).values(), strict=True)
+        for s, k, z in zip(*events(scenario, entry, "a", draws[entry]).values(), strict=True)
     )
     assert [(r.entry, r.step, r.key, r.size) for r in found] == expected and len(expected) > 100
+
+
+def test_events_with_own_keys_are_the_workloads_draws(spark: SparkSession) -> None:
+    """Publishers with their own keys (a list, drawn by the scenario's distribution, or one
+    fixed key) draw in Spark exactly as in the workload, numbered after the drawn keys."""
+    scenario = load_scenario_text(
+        """[scenario]
+duration = 20
+step = 0.5
+[topology]
+generator = "hierarchy"
+hubs = 1
+edges = 2
+[keys]
+words = [2, 2]
+distribution = "zipf"
+[[publishers]]
+nodes = "edge-*"
+exchange = "sim.topic"
+rate = 20
+keys = ["orders.eu", "orders.us", "a0.b1", "x"]
+[[publishers]]
+nodes = "hub-*"
+exchange = "sim.topic"
+rate = 10
+key = "orders.us"
+[[publishers]]
+nodes = "root"
+exchange = "sim.topic"
+rate = 10
+""",
+        str(SCENARIOS / "own.toml"),
+    )
+    assert scenario.keys.own == ("orders.eu", "orders.us", "a0.b1", "x")
+    draws = publisher_draws(scenario)
+    found = jobs.publish_events(jobs.publish_sources(spark, scenario), draws)
+    rows = sorted((r.entry, r.node, r.step, r.key, r.size) for r in found.collect())
+    expected = sorted(
+        (entry, node, int(s), int(k), int(z))
+        for entry, node in publishing(scenario)
+        for s, k, z in zip(*events(scenario, entry, node, draws[entry]).values(), strict=True)
+    )
+    assert rows == expected
+    keys = {entry: {key for e, _, _, key, _ in rows if e == entry} for entry in (0, 1, 2)}
+    assert keys == {0: {4, 5, 6, 7}, 1: {5}, 2: {0, 1, 2, 3}}
 
 
 def test_the_draws_hash_is_sparks_xxhash64(spark: SparkSession) -> None:

@@ -87,3 +87,59 @@ def test_defaults_and_steps() -> None:
     )
     assert (scenario.name, scenario.steps, scenario.step_ms, scenario.keys) == ("x", 3, 1000, KeySpace())
     assert sorted(scenario.topology.nodes) == ["edge-000-000", "edge-000-001", "hub-000", "root"]
+
+
+def test_publishers_own_keys_and_properties() -> None:
+    scenario = load_scenario_text(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 1\n'
+        "[keys]\nwords = [2]\n"
+        '[[publishers]]\nnodes = "*"\nexchange = "x"\nrate = 1\nkeys = ["o.1", "a1", "o.2"]\n'
+        '[[publishers]]\nnodes = "*"\nexchange = "x"\nrate = 1\nkey = "o.2"\npersistent = false\n'
+        "mandatory = true\nttl_ms = 5000\n",
+        str(ROOT / "simulations" / "x.toml"),
+    )
+    one, two = scenario.publishers
+    assert (one.keys, one.persistent, one.mandatory, one.ttl_ms) == (("o.1", "a1", "o.2"), True, False, None)
+    assert (two.keys, two.persistent, two.mandatory, two.ttl_ms) == (("o.2",), False, True, 5000)
+    # Own keys are numbered after the drawn ones, once each ("a1" too: numbers, not words).
+    assert (scenario.keys.drawn, scenario.keys.own, scenario.keys.size) == (2, ("o.1", "a1", "o.2"), 5)
+
+
+def test_bad_publisher_keys_and_properties() -> None:
+    found = problems(
+        '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 1\n'
+        "publishers_rate = 3\n"
+        '[[publishers]]\nnodes = "*"\nexchange = "x"\nrate = 1\nkeys = ["k"]\nkey = "k"\n'
+        'persistent = "yes"\nttl_ms = -1\n'
+        '[[publishers]]\nnodes = "*"\nexchange = "x"\nrate = 1\nkeys = ["ok", 3]\n'
+        '[[publishers]]\nnodes = "*"\nexchange = "x"\nrate = 1\nkeys = []\n'
+    )
+    assert found == [
+        "bad.toml:8: topology.publishers_rate: only with 'file' (a generator has no publishers)",
+        "bad.toml:14: publishers[0].key: give at most one of 'keys' or 'key'",
+        "bad.toml:15: publishers[0].persistent: expected true or false, got 'yes'",
+        "bad.toml:16: publishers[0].ttl_ms: expected an integer 0-4294967295, got -1",
+        "bad.toml:21: publishers[1].keys: expected a routing key (a string of at most 255 bytes), got 3",
+        "bad.toml:26: publishers[2].keys: expected an array of 1-100000 routing keys, got an array",
+    ]
+
+
+def test_a_topology_files_publishers_are_used_or_refused(tmp_path: Path) -> None:
+    """The topology file's [[publishers]] have no rate: a scenario says one (publishers_rate)
+    or is refused at its `file` line; never silently left out."""
+    topology = ROOT / "configs" / "topology-three-regions.toml"
+    head = f'[scenario]\nduration = 4\nstep = 1\n[topology]\nfile = "{topology}"\n'
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario_text(head, str(tmp_path / "s.toml"))
+    assert caught.value.problems == [
+        f"{tmp_path}/s.toml:5: topology.file: the topology's 4 [[publishers]] (the first at {topology}:223) "
+        "have no rate: give publishers_rate (msg/s per publisher, 0 to leave them out) in [topology], "
+        "or publish from this scenario's [[publishers]]"
+    ]
+    used = load_scenario_text(head + "publishers_rate = 2.5\n", str(tmp_path / "s.toml"))
+    assert [(p.nodes, p.exchange, p.rate, p.keys) for p in used.publishers][:2] == [
+        ("edge-eu-1", "fed.topic", 2.5, ("orders.eu.new",)),
+        ("edge-us-1", "fed.topic", 2.5, ("orders.us.new",)),
+    ]
+    assert len(used.publishers) == 4 and used.keys.own[-1] == "metrics.eu.edge-eu-2"
+    assert load_scenario_text(head + "publishers_rate = 0\n", str(tmp_path / "s.toml")).publishers == ()
