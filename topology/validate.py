@@ -24,14 +24,14 @@ from __future__ import annotations
 import signal
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import trio
 from pamqp import commands
 
-from federation.client import Channel, ClientError, connect
+from federation.client import ClientError, connect
 from federation.management_client import ManagementClient
 from gateway.wire import Content
 from simulations.events import Event, scenario_events
@@ -146,8 +146,6 @@ class LiveRun:
         self.running: dict[str, NodeProcess] = {}
         #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
         self.queues = {(queue.node, queue.name) for queue in topology.queues}
-        self.channels: dict[str, Channel] = {}
-        self._connections: dict[str, AsyncExitStack] = {}
         #: Counts read from runs of nodes that were killed since.
         self.before = LiveCounts()
         #: Per node, set while it runs (its consumer waits on it).
@@ -171,13 +169,9 @@ class LiveRun:
         self.started.setdefault(name, trio.Event()).set()
 
     async def kill(self, name: str) -> None:
-        """Read the node's counters, then SIGKILL it (its publisher goes with it)."""
+        """Read the node's counters, then SIGKILL it."""
         add(self.before, await self.read_node(name))
         self.started[name] = trio.Event()
-        stack = self._connections.pop(name, None)
-        self.channels.pop(name, None)
-        if stack is not None:
-            await stack.aclose()
         started = self.running.pop(name)
         started.process.send_signal(signal.SIGKILL)
         await started.process.wait()
@@ -185,41 +179,39 @@ class LiveRun:
 
     async def stop_all(self) -> None:
         with trio.CancelScope(shield=True):
-            for stack in self._connections.values():
-                with trio.move_on_after(REQUEST_TIMEOUT):
-                    await stack.aclose()
             await processes.stop_all(self.running.values(), lambda line: None)
 
     # -- publishing ----------------------------------------------------------------------------
 
-    async def publish(self, event: Event) -> None:
-        if event.node not in self.running:
-            self.refused[event.node] += 1
-            return
-        channel = self.channels.get(event.node)
-        if channel is None:
-            stack = AsyncExitStack()
-            connection = await stack.enter_async_context(connect(self.topology.nodes[event.node].address))
+    async def publish(self, batch: list[Event]) -> None:
+        """One step's events, each node's on a confirming connection of its own (opened for the
+        step, so a node killed between steps leaves nothing behind); returns once every
+        publish is confirmed. A node that is down refuses its events."""
+        by_node: dict[str, list[Event]] = defaultdict(list)
+        for event in batch:
+            by_node[event.node].append(event)
+        async with trio.open_nursery() as nursery:
+            for name, events in by_node.items():
+                if name in self.running:
+                    nursery.start_soon(self._publish_on, name, events)
+                else:
+                    self.refused[name] += len(events)
+
+    async def _publish_on(self, name: str, events: list[Event]) -> None:
+        async with connect(self.topology.nodes[name].address) as connection:
             channel = await connection.channel()
             await channel.confirm_select()
-            self._connections[event.node], self.channels[event.node] = stack, channel
-        properties = commands.Basic.Properties(
-            message_id=f"{trio.current_time():.6f}",  # when it was sent, for its delay
-            delivery_mode=2 if event.persistent else 1,
-            headers=event.headers or None,
-            expiration=None if event.ttl_ms is None else str(event.ttl_ms),
-        )
-        channel.publish(
-            event.exchange,
-            event.routing_key,
-            Content.from_properties(properties, b"x" * event.size),
-            event.mandatory,
-        )
-        self.published[event.node] += 1
-
-    async def confirmed(self) -> None:
-        for channel in self.channels.values():
+            for event in events:
+                properties = commands.Basic.Properties(
+                    message_id=f"{trio.current_time():.6f}",  # when it was sent, for its delay
+                    delivery_mode=2 if event.persistent else 1,
+                    headers=event.headers or None,
+                    expiration=None if event.ttl_ms is None else str(event.ttl_ms),
+                )
+                body = Content.from_properties(properties, b"x" * event.size)
+                channel.publish(event.exchange, event.routing_key, body, event.mandatory)
             await channel.wait_for_confirms()
+        self.published[name] += len(events)
 
     # -- arrivals ------------------------------------------------------------------------------
 
@@ -242,7 +234,8 @@ class LiveRun:
     # -- counters ------------------------------------------------------------------------------
 
     async def read_node(self, name: str) -> LiveCounts:
-        """One node's counters: its queues' enqueued, its links' and peerings' traffic."""
+        """One node's counters: its queues' enqueued, what its links and peerings carried each
+        way (by the node at the far end, as that node names itself)."""
         node = self.topology.nodes[name]
         found = LiveCounts()
         async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
@@ -250,11 +243,17 @@ class LiveRun:
                 if (name, record["name"]) in self.queues:
                     found.queues[(name, record["name"])] = int(record["enqueued"])
             found.bindings[name] = len(await client.call("bindings.list"))
-            for record in await client.call("links.list"):
-                peer = record.get("node")
+            carried = [
+                (record.get("node"), record["messages_in"], record["messages_out"])
+                for record in await client.call("links.list")
+            ] + [
+                (record.get("parent_node"), record["received"], record["forwarded"])
+                for record in await client.call("federations.list")
+            ]
+            for peer, inbound, outbound in carried:
                 if peer:
-                    found.links[link_id(peer, name)] = int(record["messages_in"])
-                    found.links[link_id(name, peer)] = int(record["messages_out"])
+                    for link, count in ((link_id(peer, name), inbound), (link_id(name, peer), outbound)):
+                        found.links[link] = found.links.get(link, 0) + int(count)
         return found
 
     async def read_all(self) -> LiveCounts:
@@ -276,8 +275,7 @@ class LiveRun:
         return "unknown"
 
     async def quiescent(self) -> None:
-        """Wait until every publish is confirmed and no count moves for SETTLE seconds."""
-        await self.confirmed()
+        """Wait until no count moves for SETTLE seconds (every publish is confirmed by then)."""
         with trio.move_on_after(QUIESCENCE_TIMEOUT):
             last = None
             while True:
@@ -397,6 +395,7 @@ async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
                 )
             for name, queues in consumed(topology).items():
                 nursery.start_soon(live.consume, name, queues)
+            await live.quiescent()  # dynamic interest advertised everywhere
             say(f"validate: {len(topology.nodes)} nodes up on loopback, data and logs in {var}")
             await _drive(scenario, world, live, wires)
             say("validate: waiting for the federation to settle")
@@ -453,8 +452,7 @@ async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) 
     for at, batch in steps(scenario_events(scenario)):
         await happen_until(at)
         await clock.wait_until(at)
-        for event in batch:
-            await live.publish(event)
+        await live.publish(batch)
     await happen_until(float("inf"))
 
 
