@@ -146,6 +146,9 @@ class LiveRun:
         self.running: dict[str, NodeProcess] = {}
         #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
         self.queues = {(queue.node, queue.name) for queue in topology.queues}
+        #: Queues a queue route passes on: the simulation counts what reaches them as the
+        #: route's, so only what the route did not take counts (validate consumes none there).
+        self.passed_on = queue_route_sources(topology)
         #: Counts read from runs of nodes that were killed since.
         self.before = LiveCounts()
         #: Per node, set while it runs (its consumer waits on it).
@@ -240,8 +243,11 @@ class LiveRun:
         found = LiveCounts()
         async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
             for record in await client.call("queues.list"):
-                if (name, record["name"]) in self.queues:
-                    found.queues[(name, record["name"])] = int(record["enqueued"])
+                queue = (name, record["name"])
+                if queue in self.passed_on:  # what stays: the simulation's deliveries there
+                    found.queues[queue] = int(record["enqueued"]) - int(record["delivered"])
+                elif queue in self.queues:
+                    found.queues[queue] = int(record["enqueued"])
             found.bindings[name] = len(await client.call("bindings.list"))
             carried = [
                 (record.get("node"), record["messages_in"], record["messages_out"])
@@ -316,10 +322,15 @@ def steps(events: Iterator[Event]) -> Iterator[tuple[float, list[Event]]]:
         yield batch[0].time, batch
 
 
+def queue_route_sources(topology: Topology) -> set[tuple[str, str]]:
+    """(node, queue) of every queue a queue route takes its messages from."""
+    return {(route.source, route.queue) for route in topology.routes if route.kind == "queue" and route.queue}
+
+
 def consumed(topology: Topology) -> dict[str, list[str]]:
     """Per node, the scenario's queues validate consumes to measure delays: all but those a
     queue route takes its messages from (a consumer there would compete with the route)."""
-    routed = {(route.source, route.queue) for route in topology.routes if route.kind == "queue"}
+    routed = queue_route_sources(topology)
     found: dict[str, list[str]] = defaultdict(list)
     for queue in topology.queues:
         if (queue.node, queue.name) not in routed:
