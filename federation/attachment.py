@@ -182,6 +182,10 @@ class Attachment:
 
     # -- the broker's hook (gateway.broker.exchange.ExchangeFederation) ----------------------
 
+    def interest(self) -> tuple[int, int]:
+        """None: a child forwards by its type, not by other nodes' bindings."""
+        return 0, 0
+
     def bound(self, key: str, arguments: dict[str, Any]) -> None:
         identity = binding_identity(key, arguments)
         self._binding_counts[identity] += 1

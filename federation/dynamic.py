@@ -57,6 +57,9 @@ class FederatedExchange:
         if self.table.unbind_local(key, arguments):
             self.on_change()
 
+    def interest(self) -> tuple[int, int]:
+        return self.table.held()
+
     def route(self, message: Message, found: set[Queue]) -> set[Queue]:
         """Forward toward interested nodes; the local queues the message may go to."""
         self._drop_gone_bridges()

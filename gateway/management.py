@@ -130,6 +130,7 @@ class Management:
                 "routed": exchange.routed,
                 "unroutable": exchange.unroutable,
                 "dropped_looping": exchange.dropped_looping,
+                **_interest(exchange),
             }
             for exchange in self._vhost(vhost).exchanges.values()
         ]
@@ -334,3 +335,9 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, datetime.datetime):
         return value.isoformat()
     return value
+
+
+def _interest(exchange: Exchange) -> dict[str, int]:
+    """Other nodes' bindings a federated exchange forwards for, and their paths' hops."""
+    bindings, hops = exchange.federation.interest() if exchange.federation is not None else (0, 0)
+    return {"interest": bindings, "interest_hops": hops}

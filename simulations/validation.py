@@ -34,8 +34,12 @@ class LiveCounts:
     links: dict[LinkId, int] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
-    #: Per node, its bindings (read to tell when interest has settled, not compared).
+    #: Per node, its bindings, and per exchange the interest it routes by (bindings of other
+    #: nodes and their paths' hops): read to tell when the federation has settled, not compared.
     bindings: dict[str, int] = field(default_factory=dict)
+    interest: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: Per node, the states of its routes (waited for, not compared).
+    routes: dict[str, list[str]] = field(default_factory=dict)
     #: Per queue, each consumed message's delay in seconds (live only; the simulation's are
     #: in its `delays` table).
     delays: dict[tuple[str, str], list[float]] = field(default_factory=dict)

@@ -249,6 +249,11 @@ class LiveRun:
                 elif queue in self.queues:
                     found.queues[queue] = int(record["enqueued"])
             found.bindings[name] = len(await client.call("bindings.list"))
+            for record in await client.call("exchanges.list"):
+                found.interest[(name, record["name"])] = (record["interest"], record["interest_hops"])
+            found.routes[name] = sorted(
+                str(record.get("state")) for record in await client.call("routes.list")
+            )
             carried = [
                 (record.get("node"), record["messages_in"], record["messages_out"])
                 for record in await client.call("links.list")
@@ -280,13 +285,16 @@ class LiveRun:
                         return str(record.get("state"))
         return "unknown"
 
-    async def quiescent(self) -> None:
-        """Wait until no count moves for SETTLE seconds (every publish is confirmed by then)."""
+    async def quiescent(self, every_route: bool = False) -> None:
+        """Wait until no count, binding, interest or route state moves for SETTLE seconds
+        (every publish is confirmed by then); with `every_route`, until every route is
+        Operational too (a route starts its session some time after its link is up)."""
         with trio.move_on_after(QUIESCENCE_TIMEOUT):
             last = None
             while True:
                 now = await self.read_all()
-                if now == last:
+                routes_up = all(state == OPERATIONAL for states in now.routes.values() for state in states)
+                if now == last and (routes_up or not every_route):
                     return
                 last = now
                 await trio.sleep(SETTLE)
@@ -308,6 +316,8 @@ def add(total: LiveCounts, more: LiveCounts) -> None:
         total.links[link] = total.links.get(link, 0) + count
     for node, count in more.bindings.items():
         total.bindings[node] = total.bindings.get(node, 0) + count
+    total.interest.update(more.interest)
+    total.routes.update(more.routes)
 
 
 def steps(events: Iterator[Event]) -> Iterator[tuple[float, list[Event]]]:
@@ -406,7 +416,7 @@ async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
                 )
             for name, queues in consumed(topology).items():
                 nursery.start_soon(live.consume, name, queues)
-            await live.quiescent()  # dynamic interest advertised everywhere
+            await live.quiescent(every_route=True)  # and dynamic interest advertised everywhere
             say(f"validate: {len(topology.nodes)} nodes up on loopback, data and logs in {var}")
             await _drive(scenario, world, live, wires)
             say("validate: waiting for the federation to settle")

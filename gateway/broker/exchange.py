@@ -103,6 +103,11 @@ class ExchangeFederation(Protocol):
         forward it, keep it from them, or add a queue of its own."""
         ...
 
+    def interest(self) -> tuple[int, int]:
+        """Other nodes' bindings it forwards for, and the hops of their paths added up (what
+        exchanges.list shows, and how `amq-sim validate` tells interest has settled)."""
+        ...
+
 
 def route(start: Exchange, message: Message, extra_keys: tuple[str, ...] = ()) -> set[Queue]:
     """The queues a message published to `start` reaches, each once, with its routing key and

@@ -128,6 +128,11 @@ class InterestTable:
         self._matcher = matcher
         self._next_hop = {origin: advert.path[0] for origin, advert in per_origin.items()}
 
+    def held(self) -> tuple[int, int]:
+        """Other nodes' interest this node routes by: the bindings, and the hops of their
+        paths added up (a path growing shorter changes the second alone)."""
+        return len(self._best), sum(len(advert.path) for advert in self._best.values())
+
     # -- what we tell an upstream ---------------------------------------------------------------
 
     def advertised(self) -> set[Advert]:
