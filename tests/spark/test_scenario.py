@@ -46,11 +46,12 @@ to = 1
     )
     assert found == [
         "bad.toml:3: scenario.step: expected a number 0.001-1e+06, got '1'",
-        "bad.toml:4: scenario.colour: unknown key (known: name, seed, duration, step)",
+        "bad.toml:4: scenario.colour: unknown key (known: name, seed, duration, step, restart)",
         "bad.toml:12: keys.words: expected an array of 1-8 word counts, each 1-10000, got an array",
         "bad.toml:15: publishers[0].nodes: no node of the topology matches 'nowhere-*'",
         "bad.toml:17: publishers[0].rate: expected a number 0-1e+09, got -1",
-        "bad.toml:19: failures[0]: give exactly one of 'link' or 'node'",
+        "bad.toml:19: failures[0]: give exactly one of 'link', 'node' or 'partition'",
+        "bad.toml:21: failures[0].to: must not be before 'from'",
     ]
 
 
