@@ -4,19 +4,23 @@ than believed.
 
 Theory of operation. The scenario's topology (with its subscribers' queues and bindings) is
 started on free loopback ports, one `amq-gateway serve` per node with its data in `<var>/<node>`,
-and applied as `amq-gateway up` applies a file. Its publish events (simulations.events) are then
-published for real, step by step on a clock that follows the scenario's time: each node's
-events on one confirming connection of its own, with the event's routing key, headers and
-properties. The failures happen for real at their times: a node is killed with SIGKILL and
-started again (same data) when the failure ends.
+with a TCP proxy (topology.proxy) between every two nodes, and applied as `amq-gateway up`
+applies a file. Its publish events (simulations.events) are then published for real, step by
+step on a clock that follows the scenario's time: each node's events of a step on a confirming
+connection of its own, with the event's routing key, headers and properties. The failures
+happen for real at their times: a node is killed with SIGKILL and started again (same data)
+when the failure ends; a link cut closes the connections between two nodes at their proxies
+(both ends see them end) and refuses new ones until it heals; a partition silences them (only
+heartbeats tell). Consumers on the scenario's queues measure each message's delay.
 
-Counts only agree exactly if every publish meets the state the model gives it, so the run
-waits at the moments the model changes state: before a failure it waits until the federation is
-quiescent (every publish confirmed, every count settled) and reads the counters of the node it
-is about to kill (its counters start again from zero after the restart, so the runs add up);
-at the moment the model says a link is back, it waits until that link is Operational live. The
-clock stops while it waits, so the links' retry schedules, which run on real time from the
-failure, are not shifted. At the end it waits for quiescence and reads every node's counters.
+Counts only agree exactly if every publish meets the state the model gives its time. Before a
+failure begins the run waits, clock stopped, until the federation is quiescent (no count,
+binding, interest or route state moving) and reads the counters of a node it is about to kill
+(they start from zero after the restart, so the runs add up). Once a failure has begun the
+links retry on their own real-time schedules, so the clock never stops again until the next
+quiescence: at each moment the model has a node ready or a link carrying again, the run checks
+the live federation is there too, waits if it is behind (publishes due meanwhile go out late)
+and says by how much. At the end it waits for quiescence and reads every node's counters.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import trio
 from pamqp import commands
 
 from federation.client import ClientError, connect
+from federation.formatting import route_peer
 from federation.management_client import ManagementClient
 from gateway.wire import Content
 from simulations.events import Event, scenario_events
@@ -58,6 +63,8 @@ POLL = 0.2
 #: Seconds to wait for quiescence, and for a link the model says is back, beyond its time.
 QUIESCENCE_TIMEOUT = 60.0
 LINK_TIMEOUT = 130.0
+#: Seconds the live federation may lag the model at a moment before validate says so.
+LATE = 0.25
 #: The most nodes a scenario validated live may have (each is a process on this host).
 MAX_NODES = 16
 
@@ -74,18 +81,19 @@ def on_free_ports(topology: Topology) -> Topology:
 
 @dataclass(frozen=True)
 class Moment:
-    """Something the live run does at a time of the scenario: kill or restart a node, cut or
-    heal the links between two groups of nodes, or wait for a link the model says is back."""
+    """Something the live run does at a time of the scenario: kill a node, start it again and
+    wait until it is ready (when the model has it ready), cut or heal the links between two
+    groups of nodes, or wait for a link the model says is back."""
 
     at: float
-    action: str  # "kill", "restart", "cut", "partition", "heal" or "link-up"
+    action: str  # "kill", "restart", "ready", "cut", "partition", "heal" or "link-up"
     node: str = ""
     link: LinkId = ""
     groups: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 #: At one time: failures end before others begin, and links are waited for last.
-ORDER = {"heal": 0, "restart": 1, "kill": 2, "cut": 3, "partition": 3, "link-up": 4}
+ORDER = {"heal": 0, "restart": 1, "ready": 2, "kill": 3, "cut": 4, "partition": 4, "link-up": 5}
 
 
 def moments(scenario: Scenario, recovery: dict[LinkId, list[tuple[float, float]]]) -> list[Moment]:
@@ -93,9 +101,11 @@ def moments(scenario: Scenario, recovery: dict[LinkId, list[tuple[float, float]]
     found = []
     for failure in scenario.failures:
         if failure.node is not None:
+            ready = failure.end + (scenario.restart if failure.restart is None else failure.restart)
             found += [
                 Moment(failure.start, "kill", failure.node),
                 Moment(failure.end, "restart", failure.node),
+                Moment(ready, "ready", failure.node),
             ]
         elif failure.link is not None:
             groups = ((failure.link[0],), (failure.link[1],))
@@ -116,7 +126,8 @@ def moments(scenario: Scenario, recovery: dict[LinkId, list[tuple[float, float]]
 
 
 class Clock:
-    """The scenario's time on Trio's clock, stopped while the run waits (see the module)."""
+    """The scenario's time on Trio's clock, stopped while the run waits for quiescence before a
+    failure (see the module)."""
 
     def __init__(self) -> None:
         self.origin = trio.current_time()
@@ -143,7 +154,9 @@ class LiveRun:
         self.topology = topology
         self.var = var
         self.say = say
+        #: Nodes ready (they take publishes), and nodes started but not ready yet.
         self.running: dict[str, NodeProcess] = {}
+        self.starting: dict[str, NodeProcess] = {}
         #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
         self.queues = {(queue.node, queue.name) for queue in topology.queues}
         #: Queues a queue route passes on: the simulation counts what reaches them as the
@@ -161,14 +174,22 @@ class LiveRun:
     # -- nodes ---------------------------------------------------------------------------------
 
     async def start(self, name: str) -> None:
-        node = self.topology.nodes[name]
-        started = await processes.start(node, self.var)
-        self.running[name] = started
+        await self.spawn(name)
+        await self.ready(name)
+
+    async def spawn(self, name: str) -> None:
+        """Start the node's process (a restart: its data is where the last run left it)."""
+        self.starting[name] = await processes.start(self.topology.nodes[name], self.var)
+
+    async def ready(self, name: str) -> None:
+        """Wait until the started node is ready; from then on it takes publishes."""
+        started = self.starting.pop(name)
         try:
             await processes.wait_ready(started)
         except processes.StartFailed:
             started.process.kill()
             raise
+        self.running[name] = started
         self.started.setdefault(name, trio.Event()).set()
 
     async def kill(self, name: str) -> None:
@@ -182,7 +203,7 @@ class LiveRun:
 
     async def stop_all(self) -> None:
         with trio.CancelScope(shield=True):
-            await processes.stop_all(self.running.values(), lambda line: None)
+            await processes.stop_all([*self.running.values(), *self.starting.values()], lambda line: None)
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -273,17 +294,37 @@ class LiveRun:
             add(counts, await self.read_node(name))
         return counts
 
-    async def link_state(self, link: LinkId) -> str:
-        """The state of the link between the two ends, as the end holding it reports it."""
-        ends = set(link_ends(link))
-        for name in ends & set(self.running):
-            node = self.topology.nodes[name]
-            async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
-                for record in [*await client.call("links.list"), *await client.call("federations.list")]:
-                    peer = record.get("node") or record.get("parent_node")
-                    if peer in ends and peer != name:
-                        return str(record.get("state"))
-        return "unknown"
+    async def carrying(self, source: str, destination: str) -> bool:
+        """Whether what flows from `source` to `destination` can: every connection that
+        carries it is Operational, with the routes riding it (a route starts its session
+        after its link is up): the destination's link to the source for its pull routes, the
+        source's link to the destination for its push routes, and a peering between the two."""
+        found = False
+        for here, there, pushed in ((destination, source, False), (source, destination, True)):
+            if here not in self.running:
+                continue
+            async with ManagementClient.connect(self.topology.nodes[here].address, REQUEST_TIMEOUT) as client:
+                links, routes = await client.call("links.list"), await client.call("routes.list")
+                federations = await client.call("federations.list")
+            for link in links:
+                if link.get("node") != there:
+                    continue
+                riding = [
+                    route
+                    for route in routes
+                    if route_peer(route) == f"{link['host']}:{link['port']}"
+                    and bool(route["src_local"]) == pushed
+                ]
+                if riding:
+                    found = True
+                    if any(record.get("state") != OPERATIONAL for record in [link, *riding]):
+                        return False
+            for peering in federations:
+                if peering.get("parent_node") == there:
+                    found = True
+                    if peering.get("state") != OPERATIONAL:
+                        return False
+        return found
 
     async def quiescent(self, every_route: bool = False) -> None:
         """Wait until no count, binding, interest or route state moves for SETTLE seconds
@@ -301,11 +342,14 @@ class LiveRun:
         raise ValidateFailed(f"the federation did not settle within {QUIESCENCE_TIMEOUT:g} s")
 
     async def wait_link(self, link: LinkId, at: float) -> None:
+        """Wait until what flows over `link` can again (the model says it can from `at`)."""
         with trio.move_on_after(LINK_TIMEOUT):
-            while (await self.link_state(link)) != OPERATIONAL:
+            while not await self.carrying(*link_ends(link)):
                 await trio.sleep(POLL)
             return
-        raise ValidateFailed(f"link {link} was not Operational within {LINK_TIMEOUT:g} s of {at:g} s")
+        raise ValidateFailed(
+            f"link {link} was not back within {LINK_TIMEOUT:g} s of {at:g} s, when the model has it back"
+        )
 
 
 def add(total: LiveCounts, more: LiveCounts) -> None:
@@ -449,8 +493,10 @@ async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) 
                     await live.quiescent()
                 await live.kill(moment.node)
             elif moment.action == "restart":
-                await live.start(moment.node)
-                live.say(f"validate: restarted {moment.node} at {clock.now():.1f} s (due {moment.at:g} s)")
+                await live.spawn(moment.node)
+            elif moment.action == "ready":
+                await live.ready(moment.node)
+                late(moment, f"{moment.node} ready")
             elif moment.action in ("cut", "partition"):
                 async with clock.stopped():
                     await live.quiescent()
@@ -466,9 +512,15 @@ async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) 
                     proxy.restore()
                 live.say(f"validate: healed {_groups(moment.groups)} at {clock.now():.1f} s")
             else:
-                async with clock.stopped():
-                    await live.wait_link(moment.link, moment.at)
-                    await live.quiescent()  # dynamic interest re-advertised over it
+                await live.wait_link(moment.link, moment.at)
+                late(moment, f"link {moment.link} back")
+
+    def late(moment: Moment, what: str) -> None:
+        """Say so when the live federation got where the model has it later than the model:
+        the publishes due meanwhile went out late, in the state the model gives their time."""
+        behind = clock.now() - moment.at
+        if behind > LATE:
+            live.say(f"validate: {what} {behind:.1f} s after the model's {moment.at:g} s")
 
     for at, batch in steps(scenario_events(scenario)):
         await happen_until(at)
