@@ -9,7 +9,7 @@ Usage::
         port = await nursery.start(proxy.serve)   # listening on 127.0.0.1:port
         ...                                       # connect to the proxy, not the node
         proxy.cut()        # silence: bytes are dropped both ways, sockets stay open (half-open)
-        proxy.cut(refuse_new=True)  # the same, and new connections are closed at once
+        proxy.partition()  # the same, and new connections wait, unread, until restore()
         proxy.restore()    # forward again (bytes dropped meanwhile are lost for good)
         proxy.close_all()  # drop every proxied connection, as a dead link would
         proxy.sever()      # close_all, and close new connections at once until restore()
@@ -46,18 +46,29 @@ class TcpProxy:
         self.heartbeats = {"to_target": 0, "from_target": 0}
         self._cut = False
         self._severed = False
+        #: Set while partitioned: new connections wait for it.
+        self._held: trio.Event | None = None
         self._scopes: set[trio.CancelScope] = set()
 
-    def cut(self, refuse_new: bool = False) -> None:
-        """Drop all traffic silently from now on, keeping every socket open; with `refuse_new`,
-        close new connections at once instead of letting them hang."""
+    def cut(self) -> None:
+        """Drop all traffic silently from now on, keeping every socket open."""
         self._cut = True
-        self._severed = refuse_new
+
+    def partition(self) -> None:
+        """A network partition: what flows on every connection is dropped silently (only
+        heartbeats tell), and new connections wait, their bytes unread, until `restore` (as a
+        connect attempt into a partition waits for its SYN to get through)."""
+        self._cut = True
+        self._held = trio.Event()
 
     def restore(self) -> None:
-        """Forward traffic again, and accept connections again after `sever`."""
+        """Forward traffic again, accept connections again after `sever`, and let those a
+        partition held through."""
         self._cut = False
         self._severed = False
+        if self._held is not None:
+            self._held.set()
+            self._held = None
 
     def sever(self) -> None:
         """A cable cut both ends notice: close every connection, and every new one at once
@@ -83,6 +94,8 @@ class TcpProxy:
         if self._severed:
             await trio.aclose_forcefully(client)
             return
+        if self._held is not None:
+            await self._held.wait()
         try:
             server = await trio.open_tcp_stream(self.target_host, self.target_port)
         except OSError:

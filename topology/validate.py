@@ -504,11 +504,11 @@ async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) 
                     if moment.action == "cut":
                         proxy.sever()  # both ends see their connections end
                     else:
-                        proxy.cut(refuse_new=True)  # silent: only heartbeats tell
+                        proxy.partition()  # silent: only heartbeats tell
                 live.say(f"validate: {moment.action} {_groups(moment.groups)} at {clock.now():.1f} s")
             elif moment.action == "heal":
                 for proxy in wires.between(*moment.groups):
-                    proxy.close_all()  # what went silent is not picked up again
+                    proxy.close_all()  # what went silent is not picked up again (held attempts go on)
                     proxy.restore()
                 live.say(f"validate: healed {_groups(moment.groups)} at {clock.now():.1f} s")
             else:
