@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import signal
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -89,7 +89,8 @@ class Moment:
     action: str  # "kill", "restart", "ready", "cut", "partition", "heal" or "link-up"
     node: str = ""
     link: LinkId = ""
-    groups: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    #: The groups of nodes a cut or a partition separates.
+    groups: tuple[tuple[str, ...], ...] = ()
 
 
 #: At one time: failures end before others begin, and links are waited for last.
@@ -113,13 +114,11 @@ def moments(scenario: Scenario, recovery: dict[LinkId, list[tuple[float, float]]
         elif failure.partition is not None:
             named = {name for group in failure.partition for name in group}
             rest = tuple(name for name in scenario.topology.nodes if name not in named)
-            sides = [group for group in (*failure.partition, rest) if group]
-            for number, one in enumerate(sides):
-                for other in sides[number + 1 :]:
-                    found += [
-                        Moment(failure.start, "partition", groups=(one, other)),
-                        Moment(failure.end, "heal", groups=(one, other)),
-                    ]
+            sides = tuple(group for group in (*failure.partition, rest) if group)
+            found += [
+                Moment(failure.start, "partition", groups=sides),
+                Moment(failure.end, "heal", groups=sides),
+            ]
     for link, windows in recovery.items():
         found += [Moment(up, "link-up", link=link) for _, up in windows]
     return sorted(found, key=lambda m: (m.at, ORDER[m.action], m.node, m.link))
@@ -418,10 +417,13 @@ class Wires:
         }
         return replace(self.topology, nodes=nodes)
 
-    def between(self, one: Iterable[str], other: Iterable[str]) -> list[TcpProxy]:
-        """The proxies of the links between two groups of nodes, both ways."""
-        return [self.proxies[(x, y)] for x in one for y in other] + [
-            self.proxies[(y, x)] for x in one for y in other
+    def between(self, groups: tuple[tuple[str, ...], ...]) -> list[TcpProxy]:
+        """The proxies of the links between nodes of different groups, both ways."""
+        group_of = {name: number for number, group in enumerate(groups) for name in group}
+        return [
+            proxy
+            for (x, y), proxy in self.proxies.items()
+            if x in group_of and y in group_of and group_of[x] != group_of[y]
         ]
 
 
@@ -476,7 +478,7 @@ async def run_live(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
         await live.stop_all()
 
 
-def _groups(groups: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
+def _groups(groups: tuple[tuple[str, ...], ...]) -> str:
     return " | ".join(",".join(group) for group in groups)
 
 
@@ -500,14 +502,14 @@ async def _drive(scenario: Scenario, world: World, live: LiveRun, wires: Wires) 
             elif moment.action in ("cut", "partition"):
                 async with clock.stopped():
                     await live.quiescent()
-                for proxy in wires.between(*moment.groups):
+                for proxy in wires.between(moment.groups):
                     if moment.action == "cut":
                         proxy.sever()  # both ends see their connections end
                     else:
                         proxy.partition()  # silent: only heartbeats tell
                 live.say(f"validate: {moment.action} {_groups(moment.groups)} at {clock.now():.1f} s")
             elif moment.action == "heal":
-                for proxy in wires.between(*moment.groups):
+                for proxy in wires.between(moment.groups):
                     proxy.close_all()  # what went silent is not picked up again (held attempts go on)
                     proxy.restore()
                 live.say(f"validate: healed {_groups(moment.groups)} at {clock.now():.1f} s")

@@ -11,6 +11,7 @@ from simulations import reference
 from simulations.cli import main
 from simulations.scenario import Scenario, load_scenario
 from simulations.validation import LiveCounts, LiveRunFailed, compare, report_lines, simulated_counts
+from topology.validate import Wires, moments
 
 KINDS = Path(__file__).parent.parent / "integration" / "validate" / "kinds.toml"
 
@@ -70,3 +71,22 @@ def test_a_live_run_that_cannot_follow_the_scenario_exits_1(capsys: pytest.Captu
 def test_validate_needs_the_live_side(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", str(KINDS)]) == 2
     assert "use the amq-sim console script" in capsys.readouterr().err
+
+
+def test_the_live_run_follows_the_models_moments_in_order() -> None:
+    scenario = load_scenario(KINDS.parent / "chain-node.toml")
+    found = moments(scenario, {"b>c": [(3.0, 9.0)], "a>b": [(3.0, 7.5)]})
+    assert [(m.at, m.action, m.node or m.link) for m in found] == [
+        (3.0, "kill", "b"),
+        (6.0, "restart", "b"),
+        (7.5, "ready", "b"),  # the failure's end and its restart time (1.5 s)
+        (7.5, "link-up", "a>b"),  # a link is waited for once its node is ready
+        (9.0, "link-up", "b>c"),
+    ]
+
+
+def test_a_partition_cuts_the_proxies_between_its_groups_only() -> None:
+    wires = Wires(load_scenario(KINDS).topology)
+    cut = wires.between((("a",), ("b",), ("c", "d")))
+    pairs = {pair for pair, proxy in wires.proxies.items() if proxy in cut}
+    assert pairs == {(x, y) for x in "abcd" for y in "abcd" if x != y} - {("c", "d"), ("d", "c")}
