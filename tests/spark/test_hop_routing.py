@@ -231,3 +231,14 @@ def test_a_tree_keeps_its_counted_cells_as_arrays_alone(tmp_path: Path) -> None:
         tracemalloc.stop()
     arrays = len(cells) * 4 * 8  # (node, key, messages, bytes) as int64
     assert held < 1.5 * arrays, f"{held:,} bytes held for {arrays:,} bytes of arrays"
+
+
+def test_the_reference_engines_progress_moves_through_its_trees(tmp_path: Path) -> None:
+    """The trees' passes report per step (they had said nothing between routing and the
+    end, minutes at regions-10k's size)."""
+    scenario = fanout_hierarchy_scenario(tmp_path, 9)
+    shown: list[tuple[str, float]] = []
+    reference.tables(scenario, lambda stage, share: shown.append((stage, share)))
+    for stage in ("trees: traffic", "trees: outcomes"):
+        shares = [share for name, share in shown if name == stage]
+        assert len(shares) == scenario.steps and shares == sorted(shares) and shares[-1] == 1.0
