@@ -150,7 +150,7 @@ def _run(scenario: Scenario, out: str, engine: str, master: str | None, partitio
     else:
         print("\n".join(summary_lines(scenario.name, engine, seconds, Path(out))))
     print(
-        f"peak memory {memory.peak_kb / 1024**2:.2f} GB (amq-sim and its child processes, sampled every second)"
+        f"peak memory {memory.peak_kb * 1024 / 1e9:.2f} GB (amq-sim and its child processes, sampled every second)"
     )
     if log is not None:
         print(f"spark's log: {log}")
