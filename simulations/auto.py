@@ -19,11 +19,14 @@ from simulations.scenario import Scenario
 from simulations.workload import matching, publishing, step_counts
 
 #: The reference engine's peak resident memory, by the scenario's size: a fixed part, per
-#: publish, per binding and per node x key (measured, docs/simulation.md).
-BASE_BYTES = 250_000_000
+#: publish (its counted cells), per row of the links table (a link, either way, and a step),
+#: per binding and per node x key (the trees' arrays). Fitted to five runs of regions-10k's
+#: shape from 1,000 to 3,000 nodes, over-estimating each by 5 to 30% (docs/simulation.md).
+BASE_BYTES = 150_000_000
 BYTES_PER_PUBLISH = 150
-BYTES_PER_BINDING = 1_500
-BYTES_PER_NODE_KEY = 200
+BYTES_PER_LINK_STEP = 1_400
+BYTES_PER_BINDING = 300
+BYTES_PER_NODE_KEY = 70
 #: The share of the memory free now that the reference engine may take.
 MEMORY_SHARE = 0.5
 #: Publishes from which Spark on more than two cores is taken to be the faster: on two the
@@ -39,6 +42,9 @@ class Size:
     keys: int
     bindings: int
     publishes: int
+    #: Rows of the links table at most: every pair of nodes a link, route or federation
+    #: joins, both ways, every step.
+    link_steps: int
 
     @classmethod
     def of(cls, scenario: Scenario) -> Size:
@@ -48,11 +54,14 @@ class Size:
             len(matching(topology, s.nodes)) * (min(1, s.count) if s.type == "fanout" else s.count)
             for s in scenario.subscribers
         )
+        pairs = {frozenset((link.opener, link.peer)) for link in topology.effective_links()}
+        pairs.update(frozenset((f.child, f.parent)) for f in topology.federations)
         return cls(
             len(topology.nodes),
             scenario.keys.size,
             bindings,
             sum(per_entry[entry] for entry, _ in publishing(scenario)),
+            2 * len(pairs) * scenario.steps,
         )
 
     def reference_bytes(self) -> int:
@@ -60,6 +69,7 @@ class Size:
         return (
             BASE_BYTES
             + BYTES_PER_PUBLISH * self.publishes
+            + BYTES_PER_LINK_STEP * self.link_steps
             + BYTES_PER_BINDING * self.bindings
             + BYTES_PER_NODE_KEY * self.nodes * self.keys
         )

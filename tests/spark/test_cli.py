@@ -104,7 +104,7 @@ def test_auto_runs_a_small_scenario_on_the_reference_engine_and_says_why(
     chose = [line for line in printed.err.splitlines() if "engine" in line]
     assert len(chose) == 1 and chose[0].startswith(
         "amq-sim: engine reference (auto: 28,200 publishes, 7 nodes, 28 bindings, 100 keys; "
-        "the reference engine needs about 0.3 GB of the "
+        "the reference engine needs about 0.2 GB of the "
     )
     assert "scenario small (reference engine" in printed.out
     peak = re.search(r"^peak memory (\d+\.\d\d) GB \(amq-sim and its child processes", printed.out, re.M)
@@ -117,14 +117,15 @@ def test_auto_takes_spark_beyond_the_reference_engines_memory_or_given_a_master(
 ) -> None:
     scenario = load_scenario(ROOT / "simulations" / "small.toml")
     size = auto.Size.of(scenario)
-    assert (size.publishes, size.bindings) == (
+    assert (size.publishes, size.bindings, size.link_steps) == (
         sum(1 for _ in scenario_events(scenario)),
         len(with_subscribers(scenario).bindings),
+        14 * scenario.steps,  # the 14 links of `links used` in the summary, every step
     )
-    monkeypatch.setattr(auto, "free_memory", lambda: 400_000_000)
+    monkeypatch.setattr(auto, "free_memory", lambda: 300_000_000)
     choice = auto.choose(scenario, None)
     assert choice.engine == "spark" and choice.reason.endswith(
-        "the reference engine needs about 0.3 GB of the 0.4 GB free, more than 50% of it"
+        "the reference engine needs about 0.2 GB of the 0.3 GB free, more than 50% of it"
     )
     assert auto.choose(scenario, "spark://127.0.0.1:7077") == auto.Choice(
         "spark",
