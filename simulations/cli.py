@@ -166,7 +166,10 @@ def _spark_log(scenario: Scenario, out: str) -> Path:
 
 
 def _run_spark(scenario: Scenario, out: str, master: str | None, partitions: int, log: Path) -> bool:
-    """Run the Spark engine, its JVM's output into `log`; False (said why) without Java."""
+    """Run the Spark engine, its JVM's output into `log`; False (said why) without Java or
+    when the JVM does not start (what it said is in `log`)."""
+    from pyspark.errors import PySparkRuntimeError
+
     from spark import engine as spark_engine
     from spark.progress import Poller
     from spark.session import JavaMissing, spark_session
@@ -175,6 +178,11 @@ def _run_spark(scenario: Scenario, out: str, master: str | None, partitions: int
         spark = spark_session(master, partitions, log=log)
     except JavaMissing as err:
         print(f"amq-sim: {err}", file=sys.stderr)
+        return False
+    except PySparkRuntimeError as err:
+        print(
+            f"amq-sim: Spark did not start ({err.getErrorClass()}); its output is in {log}", file=sys.stderr
+        )
         return False
     try:
         with Poller(spark.sparkContext, _progress) as poller:

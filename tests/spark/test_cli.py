@@ -3,7 +3,10 @@ Spark here (the Spark engine's run is test_standalone_cluster.py's)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -146,3 +149,24 @@ def test_auto_takes_spark_for_many_publishes_on_many_cores(
     monkeypatch.setattr(auto, "free_memory", lambda: 100 * 10**9)
     monkeypatch.setattr(auto.os, "cpu_count", lambda: cores)
     assert auto.choose(scenario, None).engine == engine
+
+
+def test_a_jvm_that_does_not_start_is_said_with_where_its_output_is(tmp_path: Path) -> None:
+    """Spark's output goes to the run's log from the JVM's start, so a JVM that fails says
+    why there, and the console says where."""
+    out = tmp_path / "corners"
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": "--no-such-option-for-amq-sim pyspark-shell"}
+    result = subprocess.run(
+        [sys.executable, "-m", "simulations.cli", "run", str(SCENARIOS / "corners.toml"), "--engine", "spark"]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        f"amq-sim: Spark did not start (JAVA_GATEWAY_EXITED); its output is in {out}/spark.log"
+    )
+    assert "Unrecognized option: --no-such-option-for-amq-sim" in (out / "spark.log").read_text()
+    assert "no-such-option" not in result.stderr + result.stdout
