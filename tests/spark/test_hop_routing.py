@@ -276,6 +276,11 @@ def check_recovery(found: Tables) -> None:
         for s in steps
     ]
     assert not links["c2>d"].any()
+    # Every message held on the way to e arrives when e's link is back: one published at step s
+    # waits (retried - s) steps (plus a few ms of latency and queueing).
+    delays = found["delays"][(found["delays"]["node"] == "e") & (found["delays"]["delay_ms"] >= 500)]
+    waited = delays.groupby(delays["delay_ms"] // 500)["messages"].sum().to_dict()
+    assert waited == {retried - s: FROM_B + (FROM_C2 if s >= ready else 0) for s in range(down, retried)}
 
 
 def test_a_node_failure_recovers_on_the_links_retry_schedule() -> None:
