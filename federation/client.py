@@ -55,6 +55,7 @@ from federation.errors import (
     PublishNacked,
     TlsRefused,
 )
+from federation.timing import CONNECT_TIMEOUT
 from gateway.names import DEFAULT_VHOST
 from gateway.pump import Pump
 from gateway.tls import TlsError, handshake_failure, is_refusal
@@ -99,7 +100,7 @@ async def connect(
     *,
     vhost: str | None = None,
     heartbeat: int = 10,
-    timeout: float = 10.0,
+    timeout: float = CONNECT_TIMEOUT,
     client_properties: dict[str, Any] | None = None,
 ) -> AsyncIterator[Connection]:
     """Connect, log in and open `vhost` (default: the address's, else "/"); close on leaving

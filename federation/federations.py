@@ -29,6 +29,7 @@ from federation.link import Link
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
 from federation.routes import LocalNode
+from federation.timing import HEARTBEAT
 from gateway.broker.exchange import Exchange
 from gateway.federation_config import OUTBOX_POLICIES, FederationRule, FederationSettings
 from gateway.management import ManagementError, Operation
@@ -41,7 +42,7 @@ LOGGER = logging.getLogger("federation.federations")
 #: The local vhost config rules apply to (OpenAMQ servers have one).
 RULES_VHOST = DEFAULT_VHOST
 #: Seconds between a peering's heartbeats: a dead or half-open parent is noticed after two.
-PEERING_HEARTBEAT = 10
+PEERING_HEARTBEAT = HEARTBEAT
 
 
 @dataclass

@@ -29,7 +29,6 @@ import enum
 import logging
 import time
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -42,6 +41,7 @@ from federation.errors import (
     ConnectionLost,
 )
 from federation.ports import Connect, PeerConnection
+from federation.timing import BACKOFF, HEARTBEAT, Backoff
 from gateway.names import DEFAULT_TRANSPORT, GATEWAY_PRODUCT, TRANSPORTS
 
 if TYPE_CHECKING:
@@ -78,30 +78,6 @@ class Route(Protocol):
 
     async def run(self, connection: PeerConnection) -> None:
         """Work on `connection` until cancelled; raise to be restarted after a delay."""
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """The retry schedule: `first` seconds, doubling up to `ceiling`, then `ceiling` forever.
-
-    The defaults are qpid's (2 s growing to 64 s, then every 64 s); the doubling is our reading,
-    as the qpid documentation gives no growth law. Frozen, so one instance can be shared.
-    """
-
-    first: float = 2.0
-    ceiling: float = 64.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.first <= self.ceiling:
-            raise ValueError(
-                f"backoff needs 0 < first <= ceiling, not first={self.first}, ceiling={self.ceiling}"
-            )
-
-    def next_delay(self, previous: float | None) -> float:
-        """The delay before the next retry, given the one before it (None after a reset)."""
-        if previous is None:
-            return self.first
-        return min(previous * 2, self.ceiling)
 
 
 def _client_connect(address: BrokerAddress, **options: Any) -> AbstractAsyncContextManager[PeerConnection]:
@@ -166,8 +142,8 @@ class Link:
         durable: bool = False,
         transport: str = DEFAULT_TRANSPORT,
         connect: Connect = _client_connect,
-        heartbeat: int = 10,
-        backoff: Backoff = Backoff(),  # frozen, so all links can share the default
+        heartbeat: int = HEARTBEAT,
+        backoff: Backoff = BACKOFF,
         name: str | None = None,
     ) -> None:
         if transport not in TRANSPORTS:

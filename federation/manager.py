@@ -36,6 +36,7 @@ from federation.link import Link, node_name, peer_name
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, route_identity
+from federation.timing import HEARTBEAT
 from gateway.broker.vhost import VHost
 from gateway.federation_config import FederationSettings
 from gateway.management import ManagementError, Operation
@@ -46,7 +47,7 @@ LOGGER = logging.getLogger("federation.manager")
 
 #: Seconds between a link's heartbeats unless links.add says otherwise: a dead or half-open
 #: peer is noticed after two of them.
-DEFAULT_HEARTBEAT = 10
+DEFAULT_HEARTBEAT = HEARTBEAT
 
 
 class SelfLinkRefused(AuthenticationRefused):

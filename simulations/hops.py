@@ -10,8 +10,13 @@ tree links on the paths from o to the nodes M(k) the key matches, and each node 
   matches ("below" from subtree counts of M(k) in breadth-first order);
 - a copy is lost at a link down and transient, so a link carries only copies whose tree path
   before it has no such link, and a queue loses what it would get by such a path;
+- a copy reaching a link that is down and holds it (durable, or stalled) goes on when the link
+  comes back: the links after it see it at that step (simulations.world.Outages.walk), so
+  copies are kept apart by the step they are at, and a step's link states are worked out for
+  every step its copies reach (`LinkArray`);
 - hops and delay of a delivery o->m are the tree path's length and the sum of its links'
-  latency plus queueing delay; a delivery is delayed if a (durable) link of the path was down.
+  latency plus queueing delay, each at the step the copy reaches it; a delivery is delayed if
+  a (durable) link of the path was down.
 
 All of these are sums over sources of per-(node, key) counts, pushed along the tree one depth
 at a time: up from the leaves (what reaches v from below, itself included) and then down (what
@@ -28,6 +33,7 @@ import ctypes
 import ctypes.util
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
@@ -41,10 +47,17 @@ from topology.flow import PlainForest
 
 #: Copies told apart at a queue: (hops, delay in ms, through a link that was down).
 Bin = tuple[int, int, bool]
-ORIGIN: Bin = (0, 0, False)
 Bins = dict[Bin, np.ndarray]
 #: Told the share of a tree's steps worked so far (the reference engine's progress).
 Done = Callable[[float], None]
+#: Copies told apart on the way: a bin and the step they are at (its number in
+#: `LinkArray.times`).
+Place = tuple[int, int, bool, int]
+ORIGIN: Place = (0, 0, False, 0)
+Places = dict[Place, np.ndarray]
+#: A link's columns in a LinkArray, per step: passes, delay in ms, down, and the number of the
+#: step what reaches it goes on at.
+WIDTH = 4
 
 
 class LinkStates(Protocol):
@@ -53,6 +66,24 @@ class LinkStates(Protocol):
     def down(self, link: LinkId, step: int) -> bool: ...
 
     def losing(self, link: LinkId, step: int) -> bool: ...
+
+    def release(self, link: LinkId, step: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class LinkArray:
+    """Per node (but the roots), its link up and its link down at each of `times`: the step
+    worked out for and every step a copy held by a link that is down goes on at (WIDTH
+    columns per link, the link up first, 2 x WIDTH per step)."""
+
+    times: tuple[int, ...]
+    table: np.ndarray
+
+
+def _state(row: tuple[int, ...], time: int, side: int) -> tuple[int, ...]:
+    """A link's WIDTH columns at the step numbered `time` (side 0: up, WIDTH: down)."""
+    start = time * 2 * WIDTH + side
+    return row[start : start + WIDTH]
 
 
 @cache
@@ -140,10 +171,12 @@ class TreeTraffic:
         `done(share)` after each step."""
         steps = self._steps()
         for done_steps, step in enumerate(steps, start=1):
-            for link, (messages, size) in self.offered(self._dense(step), self.states(states, step)).items():
-                if messages or size:
-                    offered[link][step][0] += int(messages)
-                    offered[link][step][1] += int(size)
+            for (link, at), (messages, size) in self.offered(
+                self._dense(step), self.states(states, step)
+            ).items():
+                if (messages or size) and at < len(offered[link]):  # (held past the run's end)
+                    offered[link][at][0] += int(messages)
+                    offered[link][at][1] += int(size)
             done(done_steps / len(steps))
 
     def deliver(
@@ -208,25 +241,26 @@ class TreeTraffic:
     def crossed_by(self, published: np.ndarray) -> list[LinkId]:
         """The links `published` (node x key messages) crosses when every link passes."""
         sums = self.offered(published[:, :, None], None)
-        return [link for link, carried in sums.items() if carried[0] > 0]
+        return [link for (link, _), carried in sums.items() if carried[0] > 0]
 
     def reach(self, published: np.ndarray) -> np.ndarray:
         """Per (node, queue) pair, the most hops a copy of `published` (node x key messages)
         takes to it, lost on the way or not (-1: none reaches it)."""
         reached = self._arrivals((published > 0).astype(np.int64), None, binned=True)[1]
         max_hops = np.full(len(self.pairs), -1)
-        for (hops, _, _), copies in reached.items():
+        for (hops, _, _, _), copies in reached.items():
             got = (self.queue_keys * (copies[self.pair_node] > 0)).max(axis=1, initial=0)
             max_hops = np.where(got > 0, np.maximum(max_hops, hops), max_hops)
         return max_hops
 
-    def outcomes(self, published: np.ndarray, links: np.ndarray, delivered: Bins) -> np.ndarray:
+    def outcomes(self, published: np.ndarray, links: LinkArray, delivered: Bins) -> np.ndarray:
         """Add to `delivered` (bin -> per pair) the copies of `published` (node x key messages)
         each (node, queue) pair gets when `links` (see `states`, with delays) are as given;
         return what each pair loses."""
         lost = self.queue_keys @ published.sum(axis=0)
-        for where, copies in self._arrivals(published, links, binned=True)[1].items():
+        for place, copies in self._arrivals(published, links, binned=True)[1].items():
             got = np.einsum("pk,pk->p", self.queue_keys, copies[self.pair_node])
+            where = place[:3]
             if where in delivered:
                 delivered[where] += got
             else:
@@ -236,80 +270,109 @@ class TreeTraffic:
 
     def states(
         self, states: LinkStates, step: int, link_ms: Callable[[LinkId, int], int] | None = None
-    ) -> np.ndarray:
-        """Per node (but the roots), its link up and its link down at `step`: (passes, delay
-        in ms, down) each, as six integer columns."""
-        found = np.zeros((len(self.nodes), 6), dtype=np.int64)
-        for number in range(1, len(self.nodes)):  # number 0 is the root
-            for column, link in ((0, self.up_links[number]), (3, self.down_links[number])):
-                found[number, column] = not states.losing(link, step)
-                found[number, column + 1] = link_ms(link, step) if link_ms is not None else 0
-                found[number, column + 2] = states.down(link, step)
-        return found
+    ) -> LinkArray:
+        """Every link's state at `step`, and at every step a copy held by a link that is down
+        goes on at (see LinkArray)."""
+        times, number_of, blocks = [step], {step: 0}, list[np.ndarray]()
+        while len(blocks) < len(times):
+            at = times[len(blocks)]
+            block = np.zeros((len(self.nodes), 2 * WIDTH), dtype=np.int64)
+            for number in range(1, len(self.nodes)):  # number 0 is the root
+                for column, link in ((0, self.up_links[number]), (WIDTH, self.down_links[number])):
+                    passes, down = not states.losing(link, at), states.down(link, at)
+                    release = states.release(link, at) if passes and down else at
+                    if release not in number_of:
+                        number_of[release] = len(times)
+                        times.append(release)
+                    block[number, column : column + WIDTH] = (
+                        passes,
+                        link_ms(link, at) if link_ms is not None else 0,
+                        down,
+                        number_of[release],
+                    )
+            blocks.append(block)
+        return LinkArray(tuple(times), np.concatenate(blocks, axis=1))
 
-    def offered(self, published: np.ndarray, links: np.ndarray | None) -> dict[LinkId, np.ndarray]:
-        """What each link carries of `published` (node x key x columns) when `links` (see
-        `states`; None: every link passes) lose what they lose."""
-        up, at = self._arrivals(published, links, binned=False)
-        from_below, everywhere = up[ORIGIN], at[ORIGIN]
-        passes = np.ones(len(self.nodes), dtype=np.int64) if links is None else links[:, 0]
-        rest = everywhere[np.maximum(self.parent, 0)] - passes[:, None, None] * from_below
-        going_up = np.einsum("nkc,nk->nc", from_below, self.above)
-        going_down = np.einsum("nkc,nk->nc", rest, self.below)
+    def offered(self, published: np.ndarray, links: LinkArray | None) -> dict[tuple[LinkId, int], np.ndarray]:
+        """What each link carries of `published` (node x key x columns) when `links` (None:
+        every link passes) lose what they lose, by (link, the step copies reach it at)."""
+        rest: Places = {}
+        up, _ = self._arrivals(published, links, binned=False, rest=rest)
+        times = (0,) if links is None else links.times
         found = {}
-        for number in np.flatnonzero(self.parent >= 0):
-            found[self.up_links[number]] = going_up[number]
-            found[self.down_links[number]] = going_down[number]
+        for ends, places in ((self.up_links, up), (self.down_links, rest)):
+            for place, copies in places.items():
+                carried = np.einsum("nkc,nk->nc", copies, self.above if ends is self.up_links else self.below)
+                for number in np.flatnonzero(self.parent >= 0):
+                    found[(ends[number], times[place[3]])] = carried[number]
         return found
 
-    def _arrivals(self, published: np.ndarray, links: np.ndarray | None, binned: bool) -> tuple[Bins, Bins]:
-        """Per bin, the copies of `published` reaching each node from below it (itself
+    def _arrivals(
+        self, published: np.ndarray, links: LinkArray | None, binned: bool, rest: Places | None = None
+    ) -> tuple[Places, Places]:
+        """Per place, the copies of `published` reaching each node from below it (itself
         included), and from everywhere, over links that pass (all of them if `links` is None).
-        Unbinned, every copy stays in ORIGIN's bin."""
-        if links is None:
-            links = np.zeros((len(self.nodes), 6), dtype=np.int64)
-            links[:, 0] = links[:, 3] = 1
+        Unbinned, copies are told apart only by the step they are at. `rest` gets per place,
+        at each node, what reaches its parent from elsewhere: what its link down is offered."""
+        table = self._passing if links is None else links.table
 
-        def shift(where: Bin, delay: int, down: int) -> Bin:
-            return (where[0] + 1, where[1] + delay, where[2] or bool(down)) if binned else where
+        def shift(where: Place, delay: int, down: int, time: int) -> Place:
+            return (
+                (where[0] + 1, where[1] + delay, where[2] or bool(down), time)
+                if binned
+                else (0, 0, False, time)
+            )
 
-        up: Bins = {ORIGIN: published.copy()}
+        up: Places = {ORIGIN: published.copy()}
         for start, end in reversed(self.levels[1:]):
-            for (passes, delay, down, *_), group in _groups(links, start, end):
-                if passes:
-                    for where, copies in list(up.items()):
-                        part = copies[group]
-                        if part.any():  # (a bin made for nothing would be shifted on and on)
-                            _add_to_parents(up, shift(where, delay, down), self.parent[group], part)
-        at: Bins = {where: copies.copy() for where, copies in up.items()}
+            for state, group in _groups(table, start, end):
+                for where, copies in list(up.items()):
+                    passes, delay, down, time = _state(state, where[3], 0)
+                    part = copies[group] if passes else None
+                    if part is not None and part.any():  # (a bin made for nothing would be shifted on and on)
+                        _add_to_parents(up, shift(where, delay, down, time), self.parent[group], part)
+        at: Places = {where: copies.copy() for where, copies in up.items()}
         for start, end in self.levels[1:]:
-            for (passes_up, delay_up, down_up, passes, delay, down), group in _groups(links, start, end):
-                if not passes:
-                    continue
+            for state, group in _groups(table, start, end):
                 outside = {where: copies[self.parent[group]] for where, copies in at.items()}
-                if passes_up:  # what came from the group (a bin the parents lack had none)
-                    for where, copies in up.items():
-                        if shift(where, delay_up, down_up) in outside:
-                            outside[shift(where, delay_up, down_up)] -= copies[group]
+                for (
+                    where,
+                    copies,
+                ) in up.items():  # what came from the group (a place the parents lack had none)
+                    passes, delay, down, time = _state(state, where[3], 0)
+                    if passes and shift(where, delay, down, time) in outside:
+                        outside[shift(where, delay, down, time)] -= copies[group]
                 for where, copies in outside.items():
-                    if copies.any():
-                        target = at.setdefault(shift(where, delay, down), np.zeros_like(published))
+                    if not copies.any():
+                        continue
+                    if rest is not None:
+                        rest.setdefault(where, np.zeros_like(published))[group] += copies
+                    passes, delay, down, time = _state(state, where[3], WIDTH)
+                    if passes:
+                        target = at.setdefault(shift(where, delay, down, time), np.zeros_like(published))
                         target[group] += copies
         return up, at
+
+    @property
+    def _passing(self) -> np.ndarray:
+        """A LinkArray's table of one step at which every link passes, undelayed."""
+        table = np.zeros((len(self.nodes), 2 * WIDTH), dtype=np.int64)
+        table[:, 0] = table[:, WIDTH] = 1
+        return table
 
     def _up_sum(self, values: np.ndarray) -> np.ndarray:
         """Per node, the sum of `values` over the nodes below it (itself included)."""
         return self._arrivals(values, None, binned=False)[0][ORIGIN]
 
 
-def _groups(links: np.ndarray, start: int, end: int) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+def _groups(table: np.ndarray, start: int, end: int) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
     """The nodes start .. end - 1 grouped by their links' states, each group in order."""
-    states, which = np.unique(links[start:end], axis=0, return_inverse=True)
+    states, which = np.unique(table[start:end], axis=0, return_inverse=True)
     for number, state in enumerate(states):
         yield tuple(int(v) for v in state), start + np.flatnonzero(which.ravel() == number)
 
 
-def _add_to_parents(bins: Bins, where: Bin, parents: np.ndarray, copies: np.ndarray) -> None:
+def _add_to_parents(bins: Places, where: Place, parents: np.ndarray, copies: np.ndarray) -> None:
     """Add each row of `copies` to its parent's row of bin `where` (parents in order)."""
     target = bins.get(where)
     if target is None:

@@ -38,6 +38,7 @@ def tables(
     (the tests compare the two)."""
     world = World(scenario, forests)
     counts, published = _count_events(scenario, progress)
+    counts = _accepted(world, counts, published)
     progress("routing", 0.0)
     trees, counts = _on_trees(world, counts)
     routes: dict[Class, ClassRoute] = {}
@@ -63,16 +64,17 @@ def tables(
         (row["link"], row["step"]): world.props(row["link"]).latency_ms + row["delay_ms"] for row in link_rows
     }
     outcomes = Outcomes()
-    _deliveries(down, counts, routes, delay, outcomes)
     latency: dict[LinkId, int] = {}
 
     def link_ms(link: LinkId, step: int) -> int:
+        """The link's latency plus queueing delay at `step` (its latency alone past the run)."""
         if (link, step) in delay:
             return delay[(link, step)]
         if link not in latency:  # not setdefault: that would work out the props every time
             latency[link] = world.props(link).latency_ms
         return latency[link]
 
+    _deliveries(down, counts, routes, link_ms, outcomes)
     for number, tree in enumerate(trees):
         tree.deliver(down, link_ms, outcomes, _share(progress, "trees: outcomes", number, len(trees)))
     queues, delays = outcomes.rows({name: node.region for name, node in world.topology.nodes.items()})
@@ -86,6 +88,7 @@ def tables(
             "node": name,
             "region": node.region,
             "published": published[name][0],
+            "refused": published[name][2],
             "unrouted": published[name][1],
             "sent": sent[name],
             "received": received[name],
@@ -135,7 +138,7 @@ def _count_events(scenario: Scenario, progress: Progress) -> tuple[Counts, dict[
     """(entry, node, key, step) -> [messages, bytes], counted one event at a time."""
     draws = publisher_draws(scenario)
     counts: Counts = defaultdict(lambda: [0, 0])
-    published: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    published: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     sources = publishing(scenario)
     for number, (entry, node) in enumerate(sources):
         drawn = events(scenario, entry, node, draws[entry])
@@ -150,6 +153,20 @@ def _count_events(scenario: Scenario, progress: Progress) -> tuple[Counts, dict[
     return counts, published
 
 
+def _accepted(world: World, counts: Counts, published: dict[str, list[int]]) -> Counts:
+    """The counts a live node accepts: what its publishers send while it is dead is refused,
+    moved from `published` (published, unrouted, refused per node) to refused."""
+    dead = {node: world.dead_steps(node) for node in {node for _, node, _, _ in counts}}
+    kept: Counts = {}
+    for (entry, node, key, step), cell in counts.items():
+        if any(first <= step < end for first, end in dead[node]):
+            published[node][0] -= cell[0]
+            published[node][2] += cell[0]
+        else:
+            kept[(entry, node, key, step)] = cell
+    return kept
+
+
 def _offered(
     scenario: Scenario, down: Outages, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
 ) -> dict[LinkId, list[list[int]]]:
@@ -157,9 +174,10 @@ def _offered(
     offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
     for (entry, node, key, step), (messages, size) in counts.items():
         for link, before, copies in routes[(entry, node, key)].crossings:
-            if not down.blocked(before, step):
-                offered[link][step][0] += messages * copies
-                offered[link][step][1] += size * copies
+            walk = down.walk(before, step)
+            if not walk.lost and walk.after < scenario.steps:  # (held past the run's end)
+                offered[link][walk.after][0] += messages * copies
+                offered[link][walk.after][1] += size * copies
     return offered
 
 
@@ -215,20 +233,21 @@ def _deliveries(
     down: Outages,
     counts: Counts,
     routes: dict[Class, ClassRoute],
-    delay: dict[tuple[LinkId, int], int],
+    link_ms: Callable[[LinkId, int], int],
     outcomes: Outcomes,
 ) -> None:
-    """Add every class's deliveries, path by path, to `outcomes`."""
+    """Add every class's deliveries, path by path, to `outcomes`: each link's delay is the
+    one at the step the copy reaches it (simulations.world.Outages.walk)."""
     for (entry, node, key, step), (messages, _) in counts.items():
         copies_at: dict[tuple[str, str], int] = defaultdict(int)
         for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
             outcomes.reach(where_node, queue, len(path))
-            if down.blocked(path, step):
+            walk = down.walk(path, step)
+            if walk.lost:
                 outcomes.lose(where_node, queue, messages * copies)
                 continue
             copies_at[(where_node, queue)] += copies
-            through_down = any(down.down(link, step) for link in path)
-            total = sum(delay[(link, step)] for link in path)
-            outcomes.deliver(where_node, queue, len(path), total, through_down, messages * copies)
+            total = sum(link_ms(link, at) for link, at in zip(path, walk.at, strict=True))
+            outcomes.deliver(where_node, queue, len(path), total, walk.through_down, messages * copies)
         for (where_node, queue), copies in copies_at.items():
             outcomes.duplicate(where_node, queue, messages * (copies - 1))

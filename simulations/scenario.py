@@ -20,6 +20,9 @@ from topology.loader import TopologyError, load_topology
 from topology.model import Topology
 from topology.schema import Section, SectionReader
 
+#: The keys of which a `[[failures]]` entry gives exactly one.
+FAILURE_KINDS = ("link", "node", "partition")
+
 
 class ScenarioError(Exception):
     """A scenario cannot be used: `str()` is every problem, one line each."""
@@ -111,14 +114,26 @@ class Subscribers:
     wildcards: float = 0.0
 
 
+#: Seconds from `amq-gateway serve` starting on an existing data directory to its port
+#: accepting, on the machine of docs/simulation.md ("Failures"): a failed node's default
+#: restart time.
+NODE_RESTART = 0.7
+
+
 @dataclass(frozen=True)
 class Failure:
-    """A link (both directions) or a node (every link at it) is down from `start` to `end` s."""
+    """From `start` to `end` s: a node killed (SIGKILL) and started again at `end`, ready
+    `restart` s later (None: the scenario's); a link between two nodes cut (both ends see
+    their connections end); or a partition between groups of nodes (their connections go
+    silent). simulations.recovery says when each link comes back."""
 
     start: float
     end: float
     link: tuple[str, str] | None = None
     node: str | None = None
+    #: Groups of nodes; the nodes no group names are one more group.
+    partition: tuple[tuple[str, ...], ...] | None = None
+    restart: float | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +151,8 @@ class Scenario:
     publishers: tuple[Publishers, ...] = ()
     subscribers: tuple[Subscribers, ...] = ()
     failures: tuple[Failure, ...] = ()
+    #: A failed node's restart time unless its failure gives one.
+    restart: float = NODE_RESTART
 
     @property
     def step_ms(self) -> int:
@@ -193,9 +210,11 @@ class _Reader(SectionReader):
             if "key" in publishers and "keys" in publishers:
                 self.problem(("publishers", index, "key"), "give at most one of 'keys' or 'key'")
         for index, failure in enumerate(values["failures"]):
-            if ("link" in failure) == ("node" in failure):
-                self.problem(("failures", index), "give exactly one of 'link' or 'node'")
-            elif failure.get("from", 0) > failure.get("to", 0):
+            if sum(kind in failure for kind in FAILURE_KINDS) != 1:
+                self.problem(("failures", index), "give exactly one of 'link', 'node' or 'partition'")
+            elif "restart" in failure and "node" not in failure:
+                self.problem(("failures", index, "restart"), "only a node's failure restarts")
+            if failure.get("from", 0) > failure.get("to", 0):
                 self.problem(("failures", index, "to"), "must not be before 'from'")
         return values
 
@@ -230,13 +249,32 @@ class _Reader(SectionReader):
                 if not any(fnmatchcase(name, pattern) for name in nodes):
                     self.problem((key, index, "nodes"), f"no node of the topology matches {pattern!r}")
         for index, failure in enumerate(values["failures"]):
-            for name in (*failure.get("link", ()), *([failure["node"]] if "node" in failure else [])):
+            grouped = [name for group in failure.get("partition", ()) for name in group]
+            named = (*failure.get("link", ()), *([failure["node"]] if "node" in failure else []), *grouped)
+            for name in named:
                 if name not in nodes:
                     self.problem(("failures", index), f"unknown node {name!r}")
+            if "partition" in failure:
+                self.partition(index, failure["partition"], grouped, len(nodes))
         for index, rule in enumerate(values["links"].get("pairs", [])):
             for end in ("from", "to"):
                 if end in rule and rule[end] not in nodes:
                     self.problem(("links", "pairs", index, end), f"unknown node {rule[end]!r}")
+
+    def partition(
+        self, index: int, groups: tuple[tuple[str, ...], ...], grouped: list[str], nodes: int
+    ) -> None:
+        """A partition names each node once and splits the nodes in two groups at least."""
+        twice = sorted({name for name in grouped if grouped.count(name) > 1})
+        if twice:
+            self.problem(
+                ("failures", index, "partition"), f"nodes in more than one group: {', '.join(twice)}"
+            )
+        elif len(groups) + (len(set(grouped)) < nodes) < 2:
+            self.problem(
+                ("failures", index, "partition"),
+                "separates nothing: name two groups, or leave some nodes out",
+            )
 
     def topology(self, values: dict[str, Any]) -> Topology | None:
         """The topology file read, or the generator run; None after saying why not."""
@@ -307,9 +345,12 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
                 entry["to"],
                 link=entry.get("link"),
                 node=entry.get("node"),
+                partition=entry.get("partition"),
+                restart=entry.get("restart"),
             )
             for entry in values["failures"]
         ),
+        restart=head.get("restart", NODE_RESTART),
     )
 
 

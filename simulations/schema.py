@@ -58,6 +58,8 @@ _count = integer(0, 100_000_000)
 _positive = integer(1, 2**40)
 _name = text("a name (a non-empty string)")
 _nodes = text('a node name or a glob over node names ("edge-*", "*")')
+#: Seconds from a node's start to its port accepting (failures' `restart`).
+_restart = number(0.0, 3600.0)
 
 SCENARIO = Section(
     {
@@ -65,6 +67,7 @@ SCENARIO = Section(
         "seed": integer(0, 2**32 - 1),
         "duration": number(0.001, 10_000_000),
         "step": number(0.001, 1_000_000),
+        "restart": _restart,
     },
     required={"duration": "simulated seconds", "step": "seconds per time step"},
 )
@@ -144,8 +147,29 @@ SUBSCRIBER = Section(
     },
 )
 
+
+def _groups(value: object) -> tuple[tuple[str, ...], ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(group, list) and group and all(isinstance(n, str) and n for n in group)
+            for group in value
+        )
+    ):
+        raise Invalid('groups of node names, [["a", "b"], ["c"]]', value)
+    return tuple(tuple(group) for group in value)
+
+
 FAILURE = Section(
-    {"link": _pair, "node": _name, "from": number(0.0, 1e12), "to": number(0.0, 1e12)},
+    {
+        "link": _pair,
+        "node": _name,
+        "partition": _groups,
+        "from": number(0.0, 1e12),
+        "to": number(0.0, 1e12),
+        "restart": _restart,
+    },
     required={"from": "when it goes down (s)", "to": "when it comes back (s)"},
 )
 

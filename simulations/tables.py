@@ -33,6 +33,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("node", "string"),
         ("region", "string"),
         ("published", "bigint"),
+        ("refused", "bigint"),
         ("unrouted", "bigint"),
         ("sent", "bigint"),
         ("received", "bigint"),
@@ -91,7 +92,7 @@ def read(out: Path, table: str, columns: list[str] | None = None) -> pd.DataFram
 
 def summary(out: Path) -> dict[str, Any]:
     """The run's totals, read back from its tables (whichever engine wrote them)."""
-    nodes = pq.read_table(out / "nodes", columns=["published", "unrouted"])
+    nodes = pq.read_table(out / "nodes", columns=["published", "refused", "unrouted"])
     queues = pq.read_table(out / "queues", columns=["delivered", "duplicates", "lost", "delayed"])
     links = pq.read_table(out / "links", columns=["link", "lost", "lost_in_flight", "backlog", "messages"])
 
@@ -107,6 +108,7 @@ def summary(out: Path) -> dict[str, Any]:
     )
     return {
         "published": total(nodes, "published"),
+        "refused": total(nodes, "refused"),
         "unrouted": total(nodes, "unrouted"),
         "delivered": total(queues, "delivered"),
         "duplicates": total(queues, "duplicates"),
@@ -128,6 +130,7 @@ def summary_lines(name: str, engine: str, seconds: float, out: Path) -> list[str
         f"  published      {s['published']:>14,}",
         f"  delivered      {s['delivered']:>14,}",
         f"  duplicates     {s['duplicates']:>14,}",
+        f"  refused        {s['refused']:>14,}  (publishes to a node that was down)",
         f"  unrouted       {s['unrouted']:>14,}  (published, reached no queue)",
         f"  lost           {s['lost']:>14,}  (deliveries lost behind a transient link that was down)",
         f"  delayed        {s['delayed']:>14,}  (buffered by a durable link that was down)",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from simulations.recovery import Recovery, carriers
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
 from topology.flow import PlainForest, Tracer
@@ -46,11 +47,13 @@ class ClassRoute:
 
 @dataclass(frozen=True)
 class Window:
-    """Links down from step `first` to step `end` (excluded)."""
+    """Links down from step `first` to step `end` (excluded); `kept`: stalled, not dropped, so
+    even transient ones lose nothing (simulations.recovery.Downtime)."""
 
     first: int
     end: int
     links: frozenset[LinkId]
+    kept: bool = False
 
 
 class World:
@@ -61,6 +64,7 @@ class World:
         self.topology: Topology = with_subscribers(scenario)
         self._trace = Tracer(self.topology)
         self._transient = _transient_pairs(self.topology)
+        self._recovery = Recovery(self.topology, scenario.failures, scenario.restart)
         #: Route publishes on plain forests in aggregate (simulations.hops); the tests turn it
         #: off to compare with routing every class by its paths.
         self._forests = forests
@@ -126,30 +130,69 @@ class World:
                 values.update(rule.values)
         return LinkProps(**values)
 
+    def recovery(self) -> dict[LinkId, list[tuple[float, float]]]:
+        """Per directed link of the topology (every direction a route or federation carries
+        messages in), its down intervals (down_from, up_at) in seconds, as the federation
+        recovers from the scenario's failures (simulations.recovery)."""
+        return {
+            link_id(*pair): [(down.down_from, down.up_at) for down in self._recovery.link(*pair)]
+            for pair in sorted(carriers(self.topology))
+        }
+
     def windows(self, links: Iterable[LinkId]) -> list[Window]:
-        """The failures as windows of steps over `links` (a node's failure takes every link at
-        it down)."""
-        links = list(links)
+        """The links' downtimes (simulations.recovery) as windows of steps: from the step a
+        link goes down in to the first step starting at or after it is back. A link's windows
+        that meet in steps are one (kept only if both were), so a link that is down at a step
+        is back at the end of the one window holding it."""
+        found: dict[tuple[int, int, bool], set[LinkId]] = {}
+        for link in links:
+            merged: list[tuple[int, int, bool]] = []
+            for down in self._recovery.link(*link_ends(link)):
+                first, end = self.steps_of(down.down_from, down.up_at)
+                if merged and first <= merged[-1][1]:
+                    last = merged[-1]
+                    merged[-1] = (last[0], max(last[1], end), last[2] and down.kept)
+                elif first < end:
+                    merged.append((first, end, down.kept))
+            for window in merged:
+                found.setdefault(window, set()).add(link)
+        return [
+            Window(first, end, frozenset(down), kept) for (first, end, kept), down in sorted(found.items())
+        ]
+
+    def dead_steps(self, node: str) -> list[tuple[int, int]]:
+        """The steps [first, end) in which `node` is dead (killed and not yet ready again): its
+        publishers' messages are refused."""
+        return [self.steps_of(start, ready) for start, ready in self._recovery.dead(node)]
+
+    def steps_of(self, start: float, end: float) -> tuple[int, int]:
+        """Seconds [start, end) as the steps [first, end) they touch, within the run."""
         step_ms, steps = self.scenario.step_ms, self.scenario.steps
-        found = []
-        for failure in self.scenario.failures:
-            first = min(steps, math.floor(failure.start * 1000 / step_ms))
-            end = min(steps, math.ceil(failure.end * 1000 / step_ms))
-            if failure.link is not None:
-                down = {link_id(*failure.link), link_id(*reversed(failure.link))}
-            else:
-                down = {link for link in links if failure.node in link_ends(link)}
-            found.append(Window(first, end, frozenset(down)))
-        return found
+        return min(steps, math.floor(start * 1000 / step_ms)), min(steps, math.ceil(end * 1000 / step_ms))
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A copy's way along a path (Outages.walk): the step it reaches each link at, the step
+    it is past the path at, whether a link lost it (the last one reached) and whether a link
+    was down when it got there."""
+
+    at: tuple[int, ...]
+    after: int
+    lost: bool
+    through_down: bool
 
 
 class Outages:
-    """Which links are down when, by the failure windows over some links (a node's failure
-    takes down those of them at the node)."""
+    """Which links are down when, by the failure windows over some links, and how copies
+    cross them: a link down and transient loses what reaches it; one down that holds what
+    reaches it (durable, or stalled) lets it on when it comes back, so the links after it
+    see it then, not when it was published."""
 
     def __init__(self, world: World, windows: list[Window]) -> None:
         self.world = world
         self.windows = windows
+        self._walks: dict[tuple[Path, int], Walk] = {}
 
     def failing(self, step: int) -> bool:
         """Some window is open at this step."""
@@ -159,17 +202,51 @@ class Outages:
         return any(w.first <= step < w.end and link in w.links for w in self.windows)
 
     def losing(self, link: LinkId, step: int) -> bool:
-        return self.down(link, step) and not self.world.durable(link)
+        """The link is down and transient at this step, and dropped (not stalled): what
+        arrives now is lost."""
+        return not self.world.durable(link) and any(
+            w.first <= step < w.end and link in w.links and not w.kept for w in self.windows
+        )
+
+    def release(self, link: LinkId, step: int) -> int:
+        """The step at which what reaches the link at `step` crosses it: the end of its
+        window if it is down and holds what arrives (durable, or stalled), else `step`."""
+        ends = [
+            w.end
+            for w in self.windows
+            if w.first <= step < w.end and link in w.links and (w.kept or self.world.durable(link))
+        ]
+        return max(ends, default=step)
+
+    def walk(self, path: Path, step: int) -> Walk:
+        """A copy published at `step` along `path`: the step it reaches each link at (a link
+        down that holds it lets it on when it comes back), up to the one that loses it if one
+        does."""
+        if not self.failing(step):
+            return Walk((step,) * len(path), step, False, False)
+        key = (path, step)
+        if key not in self._walks:
+            at, lost, through_down = [], False, False
+            for link in path:
+                at.append(step)
+                if self.losing(link, step):
+                    lost = True
+                    break
+                through_down = through_down or self.down(link, step)
+                step = self.release(link, step)
+            self._walks[key] = Walk(tuple(at), step, lost, through_down)
+        return self._walks[key]
 
     def blocked(self, path: Path, step: int) -> bool:
-        return any(self.losing(link, step) for link in path)
+        """A copy published at `step` is lost on the way along `path`."""
+        return self.walk(path, step).lost
 
     def wait_ms(self, link: LinkId, step: int) -> int:
-        """How long a durable link that is down holds what arrives now."""
+        """How long a link that is down and holds what arrives (durable, or stalled) holds it."""
         waits = [
             (w.end - step) * self.world.scenario.step_ms
             for w in self.windows
-            if w.first <= step < w.end and link in w.links and self.world.durable(link)
+            if w.first <= step < w.end and link in w.links and (w.kept or self.world.durable(link))
         ]
         return max(waits, default=0)
 

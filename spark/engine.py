@@ -23,7 +23,7 @@ from simulations.tables import COLUMNS
 from simulations.workload import publisher_draws, publishing
 from simulations.world import World, link_ends
 from spark import jobs, trees
-from spark.failures import Failures
+from spark.failures import Failures, dead
 from spark.frames import local_frame
 
 #: Told when the pipeline enters a stage, with the share of the work done before and after it.
@@ -96,14 +96,19 @@ class _TreePart:
 
     def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
         spark = traffic.sparkSession
-        link_ms = trees.chunked(
-            traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")).join(
-                F.broadcast(self.forests.links_df(spark, self.world)), "link"
-            ),
-            self.steps_count,
-            self.chunks,
-        ).repartition(self.parallelism, "tree", "chunk")
-        return trees.deliveries(self.cells, link_ms, self.shared, self.forests)
+        tree_ms = traffic.select(
+            "link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")
+        ).join(F.broadcast(self.forests.links_df(spark, self.world)), "link")
+        link_ms = trees.chunked(tree_ms, self.steps_count, self.chunks)
+        # Copies a link held go on when it is back, maybe in a later chunk: every chunk has
+        # the delays at the steps links come back at.
+        ends = sorted({end for _, end, _, _ in failures.windows if end < self.steps_count})
+        if ends:
+            chunks = spark.range(self.chunks).select(F.col("id").cast("int").alias("chunk"))
+            link_ms = link_ms.unionByName(tree_ms.where(F.col("step").isin(*ends)).crossJoin(chunks))
+        return trees.deliveries(
+            self.cells, link_ms.repartition(self.parallelism, "tree", "chunk"), self.shared, self.forests
+        )
 
     def duplicates(self, failures: Failures) -> DataFrame | None:
         return None  # a plain forest delivers one copy per queue
@@ -125,7 +130,9 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), publisher_draws(scenario))
-    steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
+    drawn = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
+    refused = dead(world, F.col("node"), F.col("step"))
+    steps = drawn.where(~refused)
     progress("routing", 0.2, 0.4)
     parts: list[_ClassPart | _TreePart] = []
     if forests.placed:
@@ -135,7 +142,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         parts.append(_ClassPart(by_class, shared, parallelism))
     links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
     failures = Failures.of(
-        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
+        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms, scenario.steps
     )
     progress("traffic", 0.4, 0.6)
     props = [(link, *link_ends(link), *_props(world, link)) for link in links]
@@ -162,7 +169,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     routed = _union([p.routed() for p in parts]).distinct()
     found = {
         "links": traffic,
-        "nodes": jobs.node_table(nodes, steps, routed, traffic, queues),
+        "nodes": jobs.node_table(nodes, steps, drawn.where(refused), routed, traffic, queues),
         "queues": queues,
         "delays": jobs.delay_table(delivered, nodes),
     }

@@ -11,29 +11,45 @@ from functools import reduce
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from simulations.world import LinkId, Window
+from simulations.world import LinkId, Window, World
+
+
+def dead(world: World, node: Column, step: Column) -> Column:
+    """The node is dead at this step (simulations.world.World.dead_steps): its publishers'
+    messages are refused."""
+    killed = sorted({failure.node for failure in world.scenario.failures if failure.node is not None})
+    terms = [
+        (node == name) & (step >= first) & (step < end)
+        for name in killed
+        for first, end in world.dead_steps(name)
+    ]
+    return reduce(lambda a, b: a | b, terms, F.lit(False))
 
 
 @dataclass(frozen=True)
 class Failures:
-    """Failure windows with their links split by durability."""
+    """Failure windows with their links split into those that lose what arrives (transient
+    and dropped) and those that keep it (durable, or stalled: simulations.world.Window)."""
 
     windows: tuple[tuple[int, int, tuple[LinkId, ...], tuple[LinkId, ...]], ...]
     step_ms: int
+    #: The run's steps: a window ends at `steps` at the latest.
+    steps: int
 
     @classmethod
-    def of(cls, windows: list[Window], durable: dict[LinkId, bool], step_ms: int) -> Failures:
+    def of(cls, windows: list[Window], durable: dict[LinkId, bool], step_ms: int, steps: int) -> Failures:
         return cls(
             tuple(
                 (
                     w.first,
                     w.end,
-                    tuple(sorted(link for link in w.links if not durable.get(link, True))),
-                    tuple(sorted(link for link in w.links if durable.get(link, True))),
+                    tuple(sorted(link for link in w.links if not (w.kept or durable.get(link, True)))),
+                    tuple(sorted(link for link in w.links if w.kept or durable.get(link, True))),
                 )
                 for w in windows
             ),
             step_ms,
+            steps,
         )
 
     def _any(self, terms: list[Column]) -> Column:
@@ -55,25 +71,44 @@ class Failures:
             [(step >= a) & (step < b) & link.isin(*lose) for a, b, lose, _ in self.windows if lose]
         )
 
-    def blocked(self, path: Column, step: Column) -> Column:
-        """Some link of the path is losing at this step."""
-        return self._any(
-            [
-                (step >= a) & (step < b) & F.arrays_overlap(path, F.array(*map(F.lit, lose)))
-                for a, b, lose, _ in self.windows
-                if lose
-            ]
-        )
+    def release(self, link: Column, step: Column) -> Column:
+        """The step what reaches the link at `step` crosses it at: the end of its window if it
+        is down and keeps what arrives, else `step` (a link is in one window at a time)."""
+        found = step.cast("bigint")
+        for a, b, _, keep in self.windows:
+            if keep:
+                found = F.when(
+                    (step >= a) & (step < b) & link.isin(*keep), F.lit(b).cast("bigint")
+                ).otherwise(found)
+        return found
 
-    def through_down(self, path: Column, step: Column) -> Column:
-        """Some link of the path is down at this step."""
-        return self._any(
-            [
-                (step >= a) & (step < b) & F.arrays_overlap(path, F.array(*map(F.lit, (*lose, *keep))))
-                for a, b, lose, keep in self.windows
-                if lose or keep
-            ]
+    def walk(self, path: Column, step: Column) -> Column:
+        """A copy published at `step` along `path`, as simulations.world.Outages.walk: a struct
+        of `after` (the step it is past the path at), `lost` and `through_down`."""
+
+        def cross(walked: Column, link: Column) -> Column:
+            at = walked["after"]
+            lost = walked["lost"] | self.losing(link, at)
+            return F.struct(
+                F.when(lost, at).otherwise(self.release(link, at)).alias("after"),
+                lost.alias("lost"),
+                (walked["through_down"] | (~lost & self.down(link, at))).alias("through_down"),
+            )
+
+        start = F.struct(
+            step.cast("bigint").alias("after"), F.lit(False).alias("lost"), F.lit(False).alias("through_down")
         )
+        # Outside every window (most steps) the walk changes nothing: not worked out there.
+        return F.when(self.failing(step), F.aggregate(path, start, cross)).otherwise(start)
+
+    def arrivals(self, path: Column, step: Column) -> Column:
+        """The step a copy published at `step` reaches each link of `path` at."""
+        walked = F.transform(path, lambda _, index: self.walk(F.slice(path, 1, index), step)["after"])
+        return F.when(self.failing(step), walked).otherwise(F.array_repeat(step.cast("bigint"), F.size(path)))
+
+    def failing(self, step: Column) -> Column:
+        """Some window is open at this step."""
+        return self._any([(step >= a) & (step < b) for a, b, lose, keep in self.windows if lose or keep])
 
     def wait_ms(self, link: Column, step: Column) -> Column:
         """How long a durable link that is down holds what arrives now (0 if it is up)."""

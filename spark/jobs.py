@@ -217,7 +217,10 @@ def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
     """Messages and bytes offered to each link at each step (from `carried`): what every
     crossing carries, except copies lost at an earlier link that was down and transient."""
     crossings = carried_df.where(F.col("kind") == "cross")
-    kept = crossings.where(~failures.blocked(F.col("path"), F.col("step")))
+    walked = crossings.withColumn("walk", failures.walk(F.col("path"), F.col("step")))
+    # A copy held by a link down before this one reaches it when that link is back (past the
+    # run's end: a step the links table does not have).
+    kept = walked.where(~F.col("walk.lost")).withColumn("step", F.col("walk.after"))
     return kept.groupBy("link", "step").agg(
         F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes")
     )
@@ -288,18 +291,27 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
 # -- 4. outcomes --------------------------------------------------------------------------------
 
 
-def path_delays(paths: DataFrame, traffic: DataFrame) -> DataFrame:
-    """Delay over each delivery path (a column `path`) at each step: the latency plus
-    queueing delay of its links. Computed per distinct path: many classes share a path."""
-    hops = (
-        paths.where(F.size("path") > 0)
-        .select("path")
-        .distinct()
-        .select("path", F.explode("path").alias("link"))
+def path_delays(paths: DataFrame, traffic: DataFrame, failures: Failures) -> DataFrame:
+    """Delay over each delivery path (a column `path`) published at each step (`step`): the
+    latency plus queueing delay of its links, each at the step the copy reaches it (its
+    latency alone past the run's end). Computed per distinct (path, step): many classes
+    share them."""
+    pairs = paths.where(F.size("path") > 0).select("path", "step").distinct()
+    hops = pairs.select(
+        "path",
+        "step",
+        failures.arrivals(F.col("path"), F.col("step")).alias("at"),
+        F.posexplode("path").alias("position", "link"),
+    ).select("path", "step", "link", F.element_at("at", F.col("position") + 1).alias("at"))
+    per_link = traffic.select(
+        "link", F.col("step").alias("at"), (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")
     )
-    per_link = traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms"))
+    # Past the run's last step (where copies held to the end go on) a link has its latency.
+    past_end = traffic.where(F.col("step") == 0).select(
+        "link", F.lit(failures.steps).cast("bigint").alias("at"), F.col("latency_ms").alias("link_ms")
+    )
     return (
-        hops.join(per_link, "link")
+        hops.join(per_link.unionByName(past_end), ["link", "at"])
         .groupBy("path", "step")
         .agg(F.sum("link_ms").cast("bigint").alias("delay_ms"))
     )
@@ -311,15 +323,17 @@ def deliveries(carried_df: DataFrame, traffic: DataFrame, failures: Failures) ->
     (a durable one was), their hops and delay (latency plus queueing over the path's links).
     The failure and delay columns are computed per path and step, not per class."""
     paths = carried_df.where(F.col("kind") == "deliver")
-    rows = paths.join(path_delays(paths, traffic), ["path", "step"], "left")
+    rows = paths.join(path_delays(paths, traffic, failures), ["path", "step"], "left").withColumn(
+        "walk", failures.walk(F.col("path"), F.col("step"))
+    )
     return rows.select(
         "at",
         "queue",
         "step",
         F.col("messages").alias("n"),
         F.size("path").cast("bigint").alias("hops"),
-        failures.blocked(F.col("path"), F.col("step")).alias("lost"),
-        failures.through_down(F.col("path"), F.col("step")).alias("through_down"),
+        F.col("walk.lost").alias("lost"),
+        F.col("walk.through_down").alias("through_down"),
         F.coalesce(F.col("delay_ms"), F.lit(0)).cast("bigint").alias("delay_ms"),
     )
 
@@ -337,7 +351,7 @@ def duplicates(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataF
     )
     rows = paths.join(many, ["cid", "at", "queue"]).join(steps.select("cid", "step", "messages"), "cid")
     return (
-        rows.where(~failures.blocked(F.col("path"), F.col("step")))
+        rows.where(~failures.walk(F.col("path"), F.col("step"))["lost"])
         .groupBy("cid", "step", "at", "queue")
         .agg((F.first("messages") * (F.sum("copies") - 1)).alias("dups"))
         .groupBy("at", "queue")
@@ -389,13 +403,19 @@ def delay_table(delivered: DataFrame, nodes: DataFrame) -> DataFrame:
 
 
 def node_table(
-    nodes: DataFrame, steps: DataFrame, routed: DataFrame, traffic: DataFrame, queues: DataFrame
+    nodes: DataFrame,
+    steps: DataFrame,
+    refused: DataFrame,
+    routed: DataFrame,
+    traffic: DataFrame,
+    queues: DataFrame,
 ) -> DataFrame:
-    """The `nodes` table: published and unrouted (reached no queue: its class number is not
-    among the distinct `routed` cid) per node, messages sent and received over links,
-    delivered to its queues. One union of the parts and one aggregation, rather than a join
-    per column."""
-    counts = ["published", "unrouted", "sent", "received", "delivered"]
+    """The `nodes` table: published (the class steps a node accepted) and unrouted (reached no
+    queue: its class number is not among the distinct `routed` cid) per node, refused (the
+    class steps of `refused`: sent while the node was dead), messages sent and received over
+    links, delivered to its queues. One union of the parts and one aggregation, rather than a
+    join per column."""
+    counts = ["published", "refused", "unrouted", "sent", "received", "delivered"]
 
     def part(df: DataFrame, node: str, **values: Column) -> DataFrame:
         return df.select(
@@ -411,6 +431,7 @@ def node_table(
             published=F.col("messages"),
             unrouted=F.when(F.col("routed").isNull(), F.col("messages")).otherwise(0),
         ),
+        part(refused, "node", refused=F.col("messages")),
         part(traffic, "source", sent=F.col("messages")),
         part(traffic, "destination", received=F.col("messages") - F.col("lost")),
         part(queues, "node", delivered=F.col("delivered")),

@@ -101,6 +101,7 @@ class _Tree:
         links = [link for link in (*self.traffic.up_links, *self.traffic.down_links) if link]
         self.outages = Outages(world, world.windows(links))
         self.latency = {link: world.props(link).latency_ms for link in links}
+        self.steps_count = world.scenario.steps
         #: The tree's number of each node by its place in the topology (-1: not on the tree).
         self.local = np.full(len(world.scenario.topology.nodes), -1, dtype=np.int64)
         for number, node in enumerate(world.scenario.topology.nodes):
@@ -149,12 +150,15 @@ def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], forests: Fores
             if tree.outages.failing(step):
                 crossed = set(tree.traffic.crossed_by(published[:, :, 0]))
             else:
-                crossed = {link for link, (messages, _) in carried.items() if messages > 0}
+                crossed = {link for (link, _), (messages, _) in carried.items() if messages > 0}
+            # Held copies reach the links after the one holding them at a later step (past
+            # the run: never; the links table has no such step).
             rows += [
-                (link, step, int(messages), int(size), link in crossed)
-                for link, (messages, size) in carried.items()
-                if messages or size or link in crossed
+                (link, at, int(messages), int(size), False)
+                for (link, at), (messages, size) in carried.items()
+                if (messages or size) and at < tree.steps_count
             ]
+            rows += [(link, step, 0, 0, True) for link in crossed]
         return pd.DataFrame(rows, columns=["link", "step", "messages", "bytes", "crossed"])
 
     return tree_steps.groupBy("tree", "chunk").applyInPandas(offer, OFFERED_SCHEMA)

@@ -123,6 +123,19 @@ def test_routing_imports_only_the_standard_library() -> None:
     assert {module: names for module, names in outside.items() if names} == {}
 
 
+def test_the_link_timing_imports_only_the_standard_library() -> None:
+    """federation.timing is what the simulator shares with the links (their retry schedule,
+    heartbeat and connect timeout), so it must load anywhere simulations do."""
+    at_start = _loaded_by("")
+    outside = sorted(
+        name
+        for name in loaded()["federation.timing"] - at_start
+        if name.split(".")[0] not in sys.stdlib_module_names
+        and name not in ("federation", "federation.timing")
+    )
+    assert outside == []
+
+
 def test_the_offline_topology_modules_never_load_trio_sqlite_or_the_broker() -> None:
     assert set(OFFLINE_TOPOLOGY) <= set(loaded())
     assert _offenders(list(OFFLINE_TOPOLOGY), ("trio", "sqlite3", "gateway.broker")) == {}

@@ -5,7 +5,7 @@ Theory of operation: each node has one task. It starts the node and waits for it
 `task_status.started`), so a node that cannot start fails `up` at once with its log's end.
 From then on the task waits for the process to end (on the process itself, no polling); when
 it does, the exit and the end of the log are reported at once and, unless `--no-restart`, the
-node is started again after a delay on the links' schedule (federation.link.Backoff: 2 s,
+node is started again after a delay on the links' schedule (federation.timing.Backoff: 2 s,
 doubling to 64 s, reset after a run that lasted at least 64 s). A restart that fails is
 reported and tried again later, as a link retries its peer.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from federation.link import Backoff
+from federation.timing import Backoff
 from topology import processes
 from topology.model import Node, Topology
 from topology.processes import NodeProcess, StartFailed

@@ -38,7 +38,7 @@ def test_check_lists_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["check", str(bad)]) == 1
     assert capsys.readouterr().err.splitlines() == [
         f"{bad}:3: scenario.step: expected a number 0.001-1e+06, got 0",
-        f"{bad}:4: scenario.speed: unknown key (known: name, seed, duration, step)",
+        f"{bad}:4: scenario.speed: unknown key (known: name, seed, duration, step, restart)",
     ]
 
 

@@ -25,6 +25,7 @@ from tests.spark.conftest import (
 )
 from tests.spark.test_hop_routing import (
     SECOND_TOPIC_PUBLISHER,
+    check_recovery,
     fanout_hierarchy_scenario,
     random_forest_scenario,
 )
@@ -230,3 +231,33 @@ def test_an_empty_workload(spark: SparkSession) -> None:
     assert_same_tables(found, reference_tables(scenario))
     assert [len(found[t]) for t in ("links", "queues", "delays")] == [0, 0, 0]
     assert len(found["nodes"]) == 6 and found["nodes"]["published"].sum() == 0
+
+
+@pytest.mark.parametrize("name", ["recovery", "recovery-dynamic"])
+def test_a_node_failure_recovers_on_the_links_retry_schedule(spark: SparkSession, name: str) -> None:
+    """Issue 27's failure (tests.spark.test_hop_routing.check_recovery counts it by hand):
+    exchange routes routed class by class, dynamic routes in aggregate."""
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    assert bool(Forests.of(World(scenario)).placed) == (name == "recovery-dynamic")
+    expected = reference_tables(scenario)
+    check_recovery(expected)
+    assert_same_tables(spark_tables(spark, scenario), expected)
+
+
+def test_a_partition_is_noticed_by_heartbeat_and_one_healed_unnoticed_drops_nothing(
+    spark: SparkSession,
+) -> None:
+    """partition.toml: a is cut off from 10 s to 44 s; b and c, which hold their links to a,
+    notice at 10 + 2 x 10 s and retry at 32 s (hanging until the 10 s connect timeout) and at
+    42 + 4 = 46 s, after the heal. a publishes 10 messages a second: what it sends to b's
+    transient route from 10 s to 46 s is lost, to c's durable one delayed. From 50 s to 60 s,
+    healed before anyone notices, both links stall: nothing lost, all of it delayed."""
+    scenario = load_scenario(SCENARIOS / "partition.toml")
+    assert World(scenario).recovery() == {"a>b": [(10, 46), (50, 60)], "a>c": [(10, 46), (50, 60)]}
+    expected = reference_tables(scenario)
+    queues = expected["queues"].set_index("node")
+    rate = 10
+    assert queues.loc["b", "lost"] == rate * (46 - 10)
+    assert queues.loc["b", "delayed"] == rate * (60 - 50)
+    assert (queues.loc["c", "lost"], queues.loc["c", "delayed"]) == (0, rate * (46 - 10 + 60 - 50))
+    assert_same_tables(spark_tables(spark, scenario), expected)

@@ -8,6 +8,7 @@ one run), over several seeds. No Spark."""
 from __future__ import annotations
 
 import gc
+import math
 import random
 import tracemalloc
 from collections import defaultdict
@@ -242,3 +243,62 @@ def test_the_reference_engines_progress_moves_through_its_trees(tmp_path: Path) 
     for stage in ("trees: traffic", "trees: outcomes"):
         shares = [share for name, share in shown if name == stage]
         assert len(shares) == scenario.steps and shares == sorted(shares) and shares[-1] == 1.0
+
+
+# Failures as the federation recovers them (issue 27) ----------------------------------------
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+#: recovery*.toml's run, by hand: 0.5 s steps; b publishes 5 messages a step (10/s), c2 2 (4/s).
+STEP, FROM_B, FROM_C2 = 0.5, 5, 2
+#: c2 is killed at 20 s and ready at 35 + 1.5 s: b -> c2, which c2 holds, is back then; d and e
+#: hold their links to c2 and retry 2, 4, 8 and 16 s apart from 20 s: refused at 22, 26 and
+#: 34 s, back at 50 s, 13.5 s after c2 is ready.
+DOWN, READY, RETRIED = 20, 35 + 1.5, 20 + 2 + 4 + 8 + 16
+
+
+def step(seconds: float) -> int:
+    """The first step starting at or after `seconds`."""
+    return math.ceil(seconds / STEP)
+
+
+def check_recovery(found: Tables) -> None:
+    """The issue's case, counted by hand from the retry schedule."""
+    down, ready, retried = step(DOWN), step(READY), step(RETRIED)
+    queues = found["queues"].set_index("node")
+    # What b publishes until d's link is back reaches c2 -> d while it is down: lost, whether
+    # it reached c2 then or was held by b -> c2 and drained into c2 at READY; so is what c2
+    # publishes from READY until d's link is back. c2 refuses what its own publishers send
+    # while it is dead.
+    assert queues.loc["d", "lost"] == FROM_B * (retried - down) + FROM_C2 * (retried - ready) == 354
+    assert found["nodes"].set_index("node").loc["c2", "refused"] == FROM_C2 * (ready - down) == 66
+    # c2's queue gets what b -> c2 held; e's what b -> c2 and then c2 -> e held.
+    assert queues.loc["c2", "delayed"] == FROM_B * (ready - down)
+    assert queues.loc["e", "delayed"] == queues.loc["d", "lost"] and queues.loc["e", "lost"] == 0
+    # Each message is in one backlog at a time: b's (b -> c2) until c2 is ready, then c2's
+    # (c2 -> e, with what c2 publishes) until e's link is back; none on c2's links while it
+    # is dead, and c2 -> d, transient, holds nothing.
+    links = found["links"].set_index(["link", "step"])["backlog"]
+    steps = range(found["links"]["step"].max() + 1)
+    assert [links["b>c2", s] for s in steps] == [
+        FROM_B * (s - down + 1) if down <= s < ready else 0 for s in steps
+    ]
+    assert [links["c2>e", s] for s in steps] == [
+        FROM_B * (ready - down) + (FROM_B + FROM_C2) * (s - ready + 1) if ready <= s < retried else 0
+        for s in steps
+    ]
+    assert not links["c2>d"].any()
+    # Every message held on the way to e arrives when e's link is back: one published at step s
+    # waits (retried - s) steps (plus a few ms of latency and queueing).
+    delays = found["delays"][(found["delays"]["node"] == "e") & (found["delays"]["delay_ms"] >= 500)]
+    waited = delays.groupby(delays["delay_ms"] // 500)["messages"].sum().to_dict()
+    assert waited == {retried - s: FROM_B + (FROM_C2 if s >= ready else 0) for s in range(down, retried)}
+
+
+def test_a_node_failure_recovers_on_the_links_retry_schedule() -> None:
+    """Issue 27's failure on a plain forest of dynamic routes, routed in aggregate and class by
+    class: losses behind the transient route and backlogs follow the links' recovery."""
+    scenario = load_scenario(SCENARIOS / "recovery-dynamic.toml")
+    assert World(scenario).forest(0, "b") is not None
+    fast, paths = tables_both_ways(scenario)
+    check_recovery(fast)
+    assert_same_tables(fast, paths)

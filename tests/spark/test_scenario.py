@@ -46,11 +46,12 @@ to = 1
     )
     assert found == [
         "bad.toml:3: scenario.step: expected a number 0.001-1e+06, got '1'",
-        "bad.toml:4: scenario.colour: unknown key (known: name, seed, duration, step)",
+        "bad.toml:4: scenario.colour: unknown key (known: name, seed, duration, step, restart)",
         "bad.toml:12: keys.words: expected an array of 1-8 word counts, each 1-10000, got an array",
         "bad.toml:15: publishers[0].nodes: no node of the topology matches 'nowhere-*'",
         "bad.toml:17: publishers[0].rate: expected a number 0-1e+09, got -1",
-        "bad.toml:19: failures[0]: give exactly one of 'link' or 'node'",
+        "bad.toml:19: failures[0]: give exactly one of 'link', 'node' or 'partition'",
+        "bad.toml:21: failures[0].to: must not be before 'from'",
     ]
 
 
@@ -72,6 +73,32 @@ def test_failures_name_nodes_of_the_topology() -> None:
         '[[failures]]\nlink = ["root", "hub-009"]\nfrom = 0\nto = 1\n'
     )
     assert found == ["bad.toml:8: failures[0]: unknown node 'hub-009'"]
+
+
+def test_partitions_and_restart_times_are_checked() -> None:
+    """hierarchy hubs=1, edges=1 has the nodes root, hub-000 and edge-000-000."""
+    head = '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 1\n'
+    found = problems(
+        head
+        + '[[failures]]\npartition = [["root"], ["root", "hub-009"]]\nfrom = 0\nto = 1\n'
+        + '[[failures]]\npartition = [["root", "hub-000", "edge-000-000"]]\nfrom = 0\nto = 1\n'
+        + '[[failures]]\nlink = ["root", "hub-000"]\nfrom = 0\nto = 1\nrestart = 2\n'
+        + '[[failures]]\npartition = ["root"]\nfrom = 0\nto = 1\n'
+    )
+    assert found == [
+        "bad.toml:8: failures[0]: unknown node 'hub-009'",
+        "bad.toml:9: failures[0].partition: nodes in more than one group: root",
+        "bad.toml:13: failures[1].partition: separates nothing: name two groups, or leave some nodes out",
+        "bad.toml:20: failures[2].restart: only a node's failure restarts",
+        "bad.toml:21: failures[3]: give exactly one of 'link', 'node' or 'partition'",
+        'bad.toml:22: failures[3].partition: expected groups of node names, [["a", "b"], ["c"]], got an array',
+    ]
+    scenario = load_scenario_text(
+        head.replace("step = 1\n", "step = 1\nrestart = 3\n")
+        + '[[failures]]\nnode = "hub-000"\nfrom = 0\nto = 1\n[[failures]]\npartition = [["root"]]\nfrom = 0\nto = 1\n',
+        str(ROOT / "simulations" / "x.toml"),
+    )
+    assert scenario.restart == 3 and scenario.failures[1].partition == (("root",),)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

@@ -8,6 +8,7 @@ its reader task fails. Waits go through events or virtual sleeps, never the wall
 
 from __future__ import annotations
 
+import itertools
 import logging
 import pickle
 import time
@@ -28,7 +29,8 @@ from federation.errors import (
     ConnectionClosedByPeer,
     ConnectionLost,
 )
-from federation.link import CLOSE_TIMEOUT, Backoff, Link, LinkState, node_name
+from federation.link import CLOSE_TIMEOUT, Link, LinkState, node_name
+from federation.timing import Backoff
 
 #: Far beyond any schedule here; in virtual time a deadlock reaches it at once and fails the test.
 GUARD = 100_000
@@ -190,12 +192,7 @@ def gaps(times: list[float]) -> list[float]:
 
 
 def schedule(backoff: Backoff, count: int) -> list[float]:
-    delays: list[float] = []
-    delay = None
-    for _ in range(count):
-        delay = backoff.next_delay(delay)
-        delays.append(delay)
-    return delays
+    return list(itertools.islice(backoff.delays(), count))
 
 
 def test_backoff_doubles_from_2_to_64_then_stays() -> None:
