@@ -18,7 +18,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .procstats import process_tree
+from simulations.procstats import process_tree
+
 from .wire import Connection
 
 HOST = "127.0.0.1"

@@ -26,10 +26,11 @@ from typing import Any
 
 from pamqp import body, commands, frame, header
 
+from simulations.procstats import peak_rss_mb, process_tree, reset_peak_rss
+
 from . import brokers, sections
 from .backlog import _deliveries
 from .load import CONFIRM_WINDOW, PREFETCH, _Confirms, _guard, _recv_into
-from .procstats import peak_rss_mb, process_tree, reset_peak_rss
 from .wire import METHOD_IDS, STAMP, Connection, split_frame
 
 QUEUE = "bench.memory"

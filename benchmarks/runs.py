@@ -16,9 +16,10 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from simulations.procstats import cpu_seconds_between, cpu_ticks, peak_rss_mb, process_tree, reset_peak_rss
+
 from .brokers import RunningBroker
 from .load import Workload, consumer_main, publisher_main
-from .procstats import cpu_seconds_between, cpu_ticks, peak_rss_mb, process_tree, reset_peak_rss
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
     amq-sim check SCENARIO
     amq-sim generate SPEC -o FILE        SPEC: a scenario file, or hierarchy:hubs=3,edges=4,seed=1
-    amq-sim run SCENARIO [--out DIR] [--master URL] [--engine spark|reference]
+    amq-sim run SCENARIO [--out DIR] [--master URL] [--engine auto|spark|reference]
     amq-sim events SCENARIO -o FILE      FILE: NAME.parquet or NAME.csv
     amq-sim report DIR
     amq-sim validate SCENARIO [--var DIR]
@@ -20,8 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from simulations.auto import choose
 from simulations.events import FORMATS, write_events
 from simulations.generators import GeneratorSpec, generate, to_toml
+from simulations.procstats import PeakMemory
 from simulations.scenario import Scenario, ScenarioError, load_scenario
 from simulations.tables import summary_lines
 from simulations.validation import LiveCounts, LiveRunFailed
@@ -53,7 +55,12 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
     run.add_argument(
         "--master", help="Spark master URL (default: the one spark-submit was given, else local[*])"
     )
-    run.add_argument("--engine", choices=("spark", "reference"), default="spark")
+    run.add_argument(
+        "--engine",
+        choices=("auto", "spark", "reference"),
+        default="auto",
+        help="auto (the default): the reference engine where it is faster and fits in memory, else Spark",
+    )
     run.add_argument("--partitions", type=int, default=8, help="Spark shuffle partitions (default: 8)")
     events = sub.add_parser("events", help="write a scenario's publish events, one row per message")
     events.add_argument("scenario", type=Path)
@@ -142,32 +149,29 @@ def _progress(stage: str, fraction: float) -> None:
 
 
 def _run(scenario: Scenario, out: str, engine: str, master: str | None, partitions: int) -> int:
+    if engine == "auto":
+        choice = choose(scenario, master)
+        engine = choice.engine
+        print(f"amq-sim: {choice}", file=sys.stderr, flush=True)
     started = time.monotonic()
-    if engine == "reference":
-        from simulations import reference
+    log = _spark_log(scenario, out) if engine == "spark" else None
+    with PeakMemory() as memory:
+        if log is None:
+            from simulations import reference
 
-        reference.run(scenario, Path(out), _throttled())
-    else:
-        from spark import engine as spark_engine
-        from spark.progress import Poller
-        from spark.session import JavaMissing, spark_session
-
-        try:
-            spark = spark_session(master, partitions)
-        except JavaMissing as err:
-            print(f"amq-sim: {err}", file=sys.stderr)
+            reference.run(scenario, Path(out), _throttled())
+        elif not _run_spark(scenario, out, master, partitions, log):
             return 1
-        spark.sparkContext.setLogLevel("ERROR")
-        try:
-            with Poller(spark.sparkContext, _progress) as poller:
-                spark_engine.run(spark, scenario, out, poller.at)
-        finally:
-            spark.stop()
     seconds = time.monotonic() - started
     if "://" in out:  # hdfs://, s3a://: the driver cannot read the tables back to sum them up
         print(f"scenario {scenario.name} ({engine} engine, {seconds:.1f} s): tables in {out}")
     else:
         print("\n".join(summary_lines(scenario.name, engine, seconds, Path(out))))
+    print(
+        f"peak memory {memory.peak_kb * 1024 / 1e9:.2f} GB (amq-sim and its child processes, sampled every second)"
+    )
+    if log is not None:
+        print(f"spark's log: {log}")
     return 0
 
 
@@ -188,6 +192,41 @@ def _validate(scenario: Scenario, var: Path | None, live: LiveRunner) -> int:
     print("\n".join(delay_lines(tables["delays"], counted.delays)))
     print("\n".join(report_lines(rows)))
     return 0 if all(row.agrees for row in rows) else 1
+
+
+def _spark_log(scenario: Scenario, out: str) -> Path:
+    """Where the JVM's and Spark's output goes: the run's directory, or for a run writing to
+    hdfs:// or s3a:// a file in the temporary directory."""
+    if "://" in out:
+        return Path(tempfile.gettempdir()) / f"amq-sim-{scenario.name}-spark.log"
+    return Path(out) / "spark.log"
+
+
+def _run_spark(scenario: Scenario, out: str, master: str | None, partitions: int, log: Path) -> bool:
+    """Run the Spark engine, its JVM's output into `log`; False (said why) without Java or
+    when the JVM does not start (what it said is in `log`)."""
+    from pyspark.errors import PySparkRuntimeError
+
+    from spark import engine as spark_engine
+    from spark.progress import Poller
+    from spark.session import JavaMissing, spark_session
+
+    try:
+        spark = spark_session(master, partitions, log=log)
+    except JavaMissing as err:
+        print(f"amq-sim: {err}", file=sys.stderr)
+        return False
+    except PySparkRuntimeError as err:
+        print(
+            f"amq-sim: Spark did not start ({err.getErrorClass()}); its output is in {log}", file=sys.stderr
+        )
+        return False
+    try:
+        with Poller(spark.sparkContext, _progress) as poller:
+            spark_engine.run(spark, scenario, out, poller.at)
+    finally:
+        spark.stop()
+    return True
 
 
 def _throttled(every: float = 2.0) -> Callable[[str, float], None]:

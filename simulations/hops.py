@@ -48,6 +48,8 @@ from topology.flow import PlainForest
 #: Copies told apart at a queue: (hops, delay in ms, through a link that was down).
 Bin = tuple[int, int, bool]
 Bins = dict[Bin, np.ndarray]
+#: Told the share of a tree's steps worked so far (the reference engine's progress).
+Done = Callable[[float], None]
 #: Copies told apart on the way: a bin and the step they are at (its number in
 #: `LinkArray.times`).
 Place = tuple[int, int, bool, int]
@@ -162,26 +164,39 @@ class TreeTraffic:
         counts = self._totals() @ (1 - self.routed_keys())
         return {self.nodes[n]: int(counts[n]) for n in np.flatnonzero(counts)}
 
-    def offer(self, states: LinkStates, offered: dict[LinkId, list[list[int]]]) -> None:
-        """Add to `offered` (link -> per step [messages, bytes]) what the tree's links carry."""
-        for step in self._steps():
+    def offer(
+        self, states: LinkStates, offered: dict[LinkId, list[list[int]]], done: Done = lambda share: None
+    ) -> None:
+        """Add to `offered` (link -> per step [messages, bytes]) what the tree's links carry;
+        `done(share)` after each step."""
+        steps = self._steps()
+        for done_steps, step in enumerate(steps, start=1):
             for (link, at), (messages, size) in self.offered(
                 self._dense(step), self.states(states, step)
             ).items():
                 if (messages or size) and at < len(offered[link]):  # (held past the run's end)
                     offered[link][at][0] += int(messages)
                     offered[link][at][1] += int(size)
+            done(done_steps / len(steps))
 
-    def deliver(self, states: LinkStates, link_ms: Callable[[LinkId, int], int], outcomes: Outcomes) -> None:
+    def deliver(
+        self,
+        states: LinkStates,
+        link_ms: Callable[[LinkId, int], int],
+        outcomes: Outcomes,
+        done: Done = lambda share: None,
+    ) -> None:
         """Add the tree's deliveries to `outcomes`; `link_ms(link, step)` is a link's latency
-        plus queueing delay (the `links` table's)."""
+        plus queueing delay (the `links` table's); `done(share)` after each step."""
         max_hops = self.reach(self._totals())
         for number in np.flatnonzero(max_hops >= 0):
             outcomes.reach(*self.pairs[number], int(max_hops[number]))
         delivered: Bins = {}
         lost = np.zeros(len(self.pairs), dtype=np.int64)
-        for step in self._steps():
+        steps = self._steps()
+        for done_steps, step in enumerate(steps, start=1):
             lost += self.outcomes(self._dense(step)[:, :, 0], self.states(states, step, link_ms), delivered)
+            done(done_steps / len(steps))
         for number in np.flatnonzero(lost):
             outcomes.lose(*self.pairs[number], int(lost[number]))
         for (hops, delay, through_down), got in sorted(delivered.items()):

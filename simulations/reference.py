@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulations.hops import TreeTraffic
+from simulations.hops import Done, TreeTraffic
 from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS, write_frame
@@ -56,8 +56,8 @@ def tables(
     links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
     down = Outages(world, world.windows(links))
     offered = _offered(scenario, down, counts, routes, links)
-    for tree in trees:
-        tree.offer(down, offered)
+    for number, tree in enumerate(trees):
+        tree.offer(down, offered, _share(progress, "trees: traffic", number, len(trees)))
     link_rows: list[dict[str, Any]] = _links(scenario, world, down, offered, links)
     progress("outcomes", 0.0)
     delay = {
@@ -75,8 +75,8 @@ def tables(
         return latency[link]
 
     _deliveries(down, counts, routes, link_ms, outcomes)
-    for tree in trees:
-        tree.deliver(down, link_ms, outcomes)
+    for number, tree in enumerate(trees):
+        tree.deliver(down, link_ms, outcomes, _share(progress, "trees: outcomes", number, len(trees)))
     queues, delays = outcomes.rows({name: node.region for name, node in world.topology.nodes.items()})
     sent: dict[str, int] = defaultdict(int)
     received: dict[str, int] = defaultdict(int)
@@ -103,6 +103,11 @@ def tables(
         "queues": pd.DataFrame(queues, columns=_columns("queues")),
         "delays": pd.DataFrame(delays, columns=_columns("delays")),
     }
+
+
+def _share(progress: Progress, stage: str, number: int, count: int) -> Done:
+    """Progress of `stage` from the share done of its `number`th part of `count`."""
+    return lambda share: progress(stage, (number + share) / count)
 
 
 def _on_trees(world: World, counts: Counts) -> tuple[list[TreeTraffic], Counts]:

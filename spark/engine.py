@@ -130,9 +130,9 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
     events = jobs.publish_events(jobs.publish_sources(spark, scenario), publisher_draws(scenario))
-    drawn = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size)
+    drawn = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     refused = dead(world, F.col("node"), F.col("step"))
-    steps = drawn.where(~refused).cache()
+    steps = drawn.where(~refused)
     progress("routing", 0.2, 0.4)
     parts: list[_ClassPart | _TreePart] = []
     if forests.placed:
@@ -142,7 +142,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         parts.append(_ClassPart(by_class, shared, parallelism))
     links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
     failures = Failures.of(
-        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
+        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms, scenario.steps
     )
     progress("traffic", 0.4, 0.6)
     props = [(link, *link_ends(link), *_props(world, link)) for link in links]

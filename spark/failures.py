@@ -33,9 +33,11 @@ class Failures:
 
     windows: tuple[tuple[int, int, tuple[LinkId, ...], tuple[LinkId, ...]], ...]
     step_ms: int
+    #: The run's steps: a window ends at `steps` at the latest.
+    steps: int
 
     @classmethod
-    def of(cls, windows: list[Window], durable: dict[LinkId, bool], step_ms: int) -> Failures:
+    def of(cls, windows: list[Window], durable: dict[LinkId, bool], step_ms: int, steps: int) -> Failures:
         return cls(
             tuple(
                 (
@@ -47,6 +49,7 @@ class Failures:
                 for w in windows
             ),
             step_ms,
+            steps,
         )
 
     def _any(self, terms: list[Column]) -> Column:
@@ -95,11 +98,17 @@ class Failures:
         start = F.struct(
             step.cast("bigint").alias("after"), F.lit(False).alias("lost"), F.lit(False).alias("through_down")
         )
-        return F.aggregate(path, start, cross)
+        # Outside every window (most steps) the walk changes nothing: not worked out there.
+        return F.when(self.failing(step), F.aggregate(path, start, cross)).otherwise(start)
 
     def arrivals(self, path: Column, step: Column) -> Column:
         """The step a copy published at `step` reaches each link of `path` at."""
-        return F.transform(path, lambda _, index: self.walk(F.slice(path, 1, index), step)["after"])
+        walked = F.transform(path, lambda _, index: self.walk(F.slice(path, 1, index), step)["after"])
+        return F.when(self.failing(step), walked).otherwise(F.array_repeat(step.cast("bigint"), F.size(path)))
+
+    def failing(self, step: Column) -> Column:
+        """Some window is open at this step."""
+        return self._any([(step >= a) & (step < b) for a, b, lose, keep in self.windows if lose or keep])
 
     def wait_ms(self, link: Column, step: Column) -> Column:
         """How long a durable link that is down holds what arrives now (0 if it is up)."""

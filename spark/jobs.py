@@ -306,12 +306,14 @@ def path_delays(paths: DataFrame, traffic: DataFrame, failures: Failures) -> Dat
     per_link = traffic.select(
         "link", F.col("step").alias("at"), (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")
     )
-    latency = traffic.where(F.col("step") == 0).select("link", "latency_ms")
+    # Past the run's last step (where copies held to the end go on) a link has its latency.
+    past_end = traffic.where(F.col("step") == 0).select(
+        "link", F.lit(failures.steps).cast("bigint").alias("at"), F.col("latency_ms").alias("link_ms")
+    )
     return (
-        hops.join(per_link, ["link", "at"], "left")
-        .join(latency, "link")
+        hops.join(per_link.unionByName(past_end), ["link", "at"])
         .groupBy("path", "step")
-        .agg(F.sum(F.coalesce("link_ms", "latency_ms")).cast("bigint").alias("delay_ms"))
+        .agg(F.sum("link_ms").cast("bigint").alias("delay_ms"))
     )
 
 

@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -49,13 +51,17 @@ def _version(java: Path) -> int | None:
     return int(major) if major.isdigit() else None
 
 
-def spark_session(master: str | None = None, partitions: int = 8, app: str = "amq-sim") -> SparkSession:
+def spark_session(
+    master: str | None = None, partitions: int = 8, app: str = "amq-sim", log: Path | None = None
+) -> SparkSession:
     """A session on `master` (None: the master spark-submit was given, else local[*]); shuffles
     use `partitions` partitions (the tables are small next to Spark's default of 200), which
     adaptive execution coalesces down to the cores' count for small shuffles (the default
     parallelism stays Spark's: the cores; at 8 a small run's tiny shuffles each ran 8 tasks
     on 2 cores), the UI stays off and executors run this Python. The driver listens on loopback only for a local
-    master or one on this host; a cluster's executors must reach it at its own address."""
+    master or one on this host; a cluster's executors must reach it at its own address.
+    With `log`, the JVM's output (log4j, its start-up warnings, and its Python workers')
+    goes to that file rather than to this process's console."""
     os.environ.setdefault("JAVA_HOME", java_home())
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -74,7 +80,30 @@ def spark_session(master: str | None = None, partitions: int = 8, app: str = "am
             builder = builder.config("spark.driver.bindAddress", LOOPBACK).config(
                 "spark.driver.host", LOOPBACK
             )
-    return builder.getOrCreate()
+    if log is None:
+        return builder.getOrCreate()
+    with _output_to(log):
+        return builder.getOrCreate()
+
+
+@contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """This process's stdout and stderr (file descriptors 1 and 2) written to `log` while
+    in the block: the JVM pyspark starts inherits them for its whole life (and its Python
+    workers from it), and so writes every line there, from its first."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with log.open("wb") as file:
+            os.dup2(file.fileno(), 1)
+            os.dup2(file.fileno(), 2)
+        yield
+    finally:
+        for fd, copy in enumerate(saved, start=1):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def submitted() -> bool:

@@ -34,7 +34,7 @@ def test_the_readme_says_where_the_pika_example_is() -> None:
 def test_the_readme_says_how_to_run_the_clis_after_dev_up() -> None:
     assert "source .venv/bin/activate" in README
     dev = (ROOT / "dev").read_text()
-    for passthrough in ("route", "config", "clean"):
+    for passthrough in ("route", "config", "clean", "sim"):
         assert f"./dev {passthrough}" in README
         assert re.search(rf"^\s+{passthrough}\) setup; exec \.venv/bin/", dev, re.M), passthrough
 

@@ -234,6 +234,17 @@ def test_a_tree_keeps_its_counted_cells_as_arrays_alone(tmp_path: Path) -> None:
     assert held < 1.5 * arrays, f"{held:,} bytes held for {arrays:,} bytes of arrays"
 
 
+def test_the_reference_engines_progress_moves_through_its_trees(tmp_path: Path) -> None:
+    """The trees' passes report per step (they had said nothing between routing and the
+    end, minutes at regions-10k's size)."""
+    scenario = fanout_hierarchy_scenario(tmp_path, 9)
+    shown: list[tuple[str, float]] = []
+    reference.tables(scenario, lambda stage, share: shown.append((stage, share)))
+    for stage in ("trees: traffic", "trees: outcomes"):
+        shares = [share for name, share in shown if name == stage]
+        assert len(shares) == scenario.steps and shares == sorted(shares) and shares[-1] == 1.0
+
+
 # Failures as the federation recovers them (issue 27) ----------------------------------------
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -276,6 +287,11 @@ def check_recovery(found: Tables) -> None:
         for s in steps
     ]
     assert not links["c2>d"].any()
+    # Every message held on the way to e arrives when e's link is back: one published at step s
+    # waits (retried - s) steps (plus a few ms of latency and queueing).
+    delays = found["delays"][(found["delays"]["node"] == "e") & (found["delays"]["delay_ms"] >= 500)]
+    waited = delays.groupby(delays["delay_ms"] // 500)["messages"].sum().to_dict()
+    assert waited == {retried - s: FROM_B + (FROM_C2 if s >= ready else 0) for s in range(down, retried)}
 
 
 def test_a_node_failure_recovers_on_the_links_retry_schedule() -> None:

@@ -47,7 +47,7 @@ def test_link_traffic_loses_what_a_transient_link_holds_and_buffers_on_a_durable
         [(name, "x", "y", 7, 5, 1000) for name in ("t", "d")],
         "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
     )
-    failures = Failures.of([Window(1, 3, frozenset({"t", "d"}))], {"t": False, "d": True}, 1000)
+    failures = Failures.of([Window(1, 3, frozenset({"t", "d"}))], {"t": False, "d": True}, 1000, 4)
     rows = {(r.link, r.step): r for r in jobs.link_traffic(offered, links, 4, failures).collect()}
     transient = [(rows["t", s].backlog, rows["t", s].lost, rows["t", s].lost_in_flight) for s in range(4)]
     assert transient == [(5, 0, 0), (0, 10, 5), (0, 0, 0), (0, 0, 0)]
@@ -68,7 +68,7 @@ def test_offered_drops_copies_lost_at_an_earlier_link(spark: SparkSession) -> No
         ],
         jobs.ROUTES_SCHEMA,
     )
-    failures = Failures.of([Window(1, 2, frozenset({"a>b"}))], {"a>b": False}, 1000)
+    failures = Failures.of([Window(1, 2, frozenset({"a>b"}))], {"a>b": False}, 1000, 4)
     found = {
         (r.link, r.step): (r.messages, r.bytes)
         for r in jobs.offered(jobs.carried(steps, routes), failures).collect()
@@ -90,7 +90,7 @@ def test_duplicates_count_copies_beyond_the_first_that_are_not_lost(spark: Spark
         ],
         jobs.ROUTES_SCHEMA,
     )
-    failures = Failures.of([Window(1, 2, frozenset({"a>c"}))], {"a>c": False}, 1000)
+    failures = Failures.of([Window(1, 2, frozenset({"a>c"}))], {"a>c": False}, 1000, 4)
     found = [(r.at, r.queue, r.duplicates) for r in jobs.duplicates(steps, routes, failures).collect()]
     # Step 0: 4 publishes reach b twice (4 duplicates); step 1: the copy over a>c is lost.
     assert found == [("b", "q", 4)]

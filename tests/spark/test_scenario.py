@@ -75,6 +75,32 @@ def test_failures_name_nodes_of_the_topology() -> None:
     assert found == ["bad.toml:8: failures[0]: unknown node 'hub-009'"]
 
 
+def test_partitions_and_restart_times_are_checked() -> None:
+    """hierarchy hubs=1, edges=1 has the nodes root, hub-000 and edge-000-000."""
+    head = '[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = 1\n'
+    found = problems(
+        head
+        + '[[failures]]\npartition = [["root"], ["root", "hub-009"]]\nfrom = 0\nto = 1\n'
+        + '[[failures]]\npartition = [["root", "hub-000", "edge-000-000"]]\nfrom = 0\nto = 1\n'
+        + '[[failures]]\nlink = ["root", "hub-000"]\nfrom = 0\nto = 1\nrestart = 2\n'
+        + '[[failures]]\npartition = ["root"]\nfrom = 0\nto = 1\n'
+    )
+    assert found == [
+        "bad.toml:8: failures[0]: unknown node 'hub-009'",
+        "bad.toml:9: failures[0].partition: nodes in more than one group: root",
+        "bad.toml:13: failures[1].partition: separates nothing: name two groups, or leave some nodes out",
+        "bad.toml:20: failures[2].restart: only a node's failure restarts",
+        "bad.toml:21: failures[3]: give exactly one of 'link', 'node' or 'partition'",
+        'bad.toml:22: failures[3].partition: expected groups of node names, [["a", "b"], ["c"]], got an array',
+    ]
+    scenario = load_scenario_text(
+        head.replace("step = 1\n", "step = 1\nrestart = 3\n")
+        + '[[failures]]\nnode = "hub-000"\nfrom = 0\nto = 1\n[[failures]]\npartition = [["root"]]\nfrom = 0\nto = 1\n',
+        str(ROOT / "simulations" / "x.toml"),
+    )
+    assert scenario.restart == 3 and scenario.failures[1].partition == (("root",),)
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_scenario_loads(path: Path) -> None:
     scenario = load_scenario(path)

@@ -55,6 +55,12 @@ def test_a_standalone_cluster_writes_the_same_tables(master: str, tmp_path: Path
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "(spark engine" in result.stdout
+    # The console holds amq-sim's lines alone (auto took Spark for the master given); the
+    # JVM's start-up noise is in the run's log.
+    assert result.stderr.splitlines()[0].startswith("amq-sim: engine spark (auto: ")
+    assert [line for line in result.stderr.splitlines() if not line.startswith("amq-sim: ")] == []
+    assert f"spark's log: {out}/spark.log" in result.stdout.splitlines()
+    assert "log4j" in (out / "spark.log").read_text()
     found = {table: normalised(table, read(out, table)) for table in COLUMNS}
     expected = reference_tables(load_scenario(path))
     assert expected["queues"]["delayed"].sum() > 0 and set(expected["queues"]["queue"]) >= {"sim", "audit"}
