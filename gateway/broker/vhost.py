@@ -114,7 +114,8 @@ class VHost:
 
     def enqueue(self, queue: Queue, exchange: str, routing_key: str, content: Content) -> None:
         """Put a message into one queue as if `exchange` had routed it there, without routing
-        (dynamic routing's forwarding into a bridge queue; the queue's limits still apply).
+        (dynamic routing's forwarding into a bridge queue, management's replies; the queue's
+        limits still apply). The exchange's counters do not count it.
 
         Its origin is no session, and its expiration property sets no deadline here: the
         node it is forwarded to applies it.
