@@ -125,7 +125,7 @@ class Management:
                 "alternate_exchange": exchange.alternate,
                 "arguments": jsonable(exchange.arguments),
                 "bindings": len(exchange.matcher),
-                # Since the node started (docs/configuration.md, "Counters").
+                # Since the node started (docs/federation.md, "Counters").
                 "published": exchange.published,
                 "routed": exchange.routed,
                 "unroutable": exchange.unroutable,
@@ -148,7 +148,7 @@ class Management:
                 "capacity": queue.options.capacity,
                 "flow_resume_capacity": queue.options.flow_resume_capacity,
                 "overfull": queue.flow is not None and queue.flow.hold is not None,
-                # Since the queue was created or the node started (docs/configuration.md).
+                # Since the queue was created or the node started (docs/federation.md, "Counters").
                 "enqueued": queue.enqueued,
                 "delivered": queue.delivered,
                 "acknowledged": queue.acknowledged,

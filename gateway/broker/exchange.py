@@ -68,7 +68,7 @@ class Exchange:
         self.deleted = False
         #: Set by dynamic routing: told about queue bindings, and asked about each message.
         self.federation: ExchangeFederation | None = None
-        #: Counters since the node started (docs/configuration.md, "Counters"): messages
+        #: Counters since the node started (docs/federation.md, "Counters"): messages
         #: published to this exchange (by clients, routes, federation and dead-lettering),
         #: those that reached a queue or a federation destination, and those dynamic routing
         #: dropped for having passed this node before. The rest were unroutable (`unroutable`).

@@ -88,7 +88,7 @@ class Queue:
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
         #: Counters since the queue was created or the node started (not stored; see
-        #: docs/configuration.md, "Counters"): messages accepted (recovered ones are not),
+        #: docs/federation.md, "Counters"): messages accepted (recovered ones are not),
         #: deliveries to consumers and basic.get (redeliveries too), explicit acks, messages
         #: handed to the dead-letter exchange, and messages the length limit dropped
         #: (drop-head) or refused (reject-publish, reject-publish-dlx).

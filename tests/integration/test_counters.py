@@ -1,4 +1,4 @@
-"""The counters since start (docs/configuration.md, "Counters") on real node processes: exact
+"""The counters since start (docs/federation.md, "Counters") on real node processes: exact
 values through management and through the `--stats` listings of amq-config and amq-route, after
 traffic from pika, over routes, around a loop, and across a link cut."""
 

@@ -1,4 +1,4 @@
-"""The broker's counters since start (docs/configuration.md, "Counters"), counted by the model:
+"""The broker's counters since start (docs/federation.md, "Counters"), counted by the model:
 per exchange published, routed, unroutable; per queue enqueued, delivered, acknowledged,
 dead-lettered and dropped by its length limit."""
 
