@@ -93,7 +93,7 @@ def test_length_limits_count_dropped_and_dead_lettered() -> None:
     assert counts(exchange(management, ""), *EXCHANGE) == (19, 19, 0, 0)
 
 
-def test_rejected_and_expired_messages_are_dead_lettered() -> None:
+def test_rejected_messages_are_dead_lettered_and_purged_ones_not() -> None:
     broker = Broker()
     management = Management(broker, "n1")
     c = Client(broker)
