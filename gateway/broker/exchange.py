@@ -83,8 +83,7 @@ class Exchange:
     def unroutable(self) -> int:
         """Messages published here that reached nothing: no queue, no federation destination,
         and not dropped as looping (for mandatory publishes to an exchange without dynamic
-        routes, the ones returned). Derived, so a
-        publish costs two increments, not three."""
+        routes, the ones returned). Derived, so a publish costs two increments, not three."""
         return self.published - self.routed - self.dropped_looping
 
 
