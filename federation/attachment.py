@@ -37,6 +37,7 @@ from pamqp import commands
 
 from federation.address import BrokerAddress, link_tls
 from federation.health import Health
+from federation.link import Carried, LinkCounters
 from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.persistence import Binding, BindingTarget, FederationStore
 from federation.ports import PeerChannel, PeerConnection
@@ -296,13 +297,16 @@ class _ReturningForwarder(Forwarder):
     the parent's Returns back to the original publishers (federation.returns says how a Return
     finds its publish)."""
 
-    def __init__(self, source: _OutboxSource, channel: PeerChannel, attachment: Attachment) -> None:
+    def __init__(
+        self, source: _OutboxSource, channel: PeerChannel, attachment: Attachment, carried: Carried
+    ) -> None:
         super().__init__(
             source,
             RemoteSink(channel),
             attachment.config.exchange,
             ack=DEFAULT_ACK,
             stats=attachment.forwarded,
+            carried=carried,
         )
         self._channel = channel
         self._attachment = attachment
@@ -353,6 +357,8 @@ class Peering:
     def __init__(self, attachment: Attachment, store: FederationStore | None = None) -> None:
         self.attachment = attachment
         self.health = Health()
+        #: The counters of the peering's link (set when it is attached to one).
+        self.link_counters = LinkCounters()
         self._retired = False
         self._store = store
         #: Bindings made on the parent's queue, as far as we know: kept across reconnects and
@@ -424,7 +430,12 @@ class Peering:
             await inbound.qos(prefetch_count=DEFAULT_CREDIT)
             await inbound.consume(self.remote_queue)
             forwarder = Forwarder(
-                inbound, sink, attachment.config.exchange, ack=DEFAULT_ACK, stats=attachment.received
+                inbound,
+                sink,
+                attachment.config.exchange,
+                ack=DEFAULT_ACK,
+                stats=attachment.received,
+                carried=self.link_counters.inbound,
             )
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._mirror_bindings, channel)
@@ -488,7 +499,7 @@ class Peering:
         source = _OutboxSource(self.attachment)
         try:
             source.consume(self.attachment.outbox().name)
-            await _ReturningForwarder(source, channel, self.attachment).run()
+            await _ReturningForwarder(source, channel, self.attachment, self.link_counters.outbound).run()
         finally:
             source.close()
 

@@ -41,7 +41,10 @@ class FederatedExchange:
         self.bridges: dict[str, Queue] = {}
         #: Called whenever what we would advertise upstream may have changed.
         self.on_change: Callable[[], None] = lambda: None
-        self.looped = 0
+        #: The broker's exchange (which must exist), whose counters this adds to: copies
+        #: dropped as looping, and messages that went to other nodes only (the broker counts
+        #: both as having reached no local queue).
+        self.counters = vhost.exchanges[exchange]
         self.forwarded = 0
 
     # -- the broker's hook (gateway.broker.exchange.ExchangeFederation) ----------------------
@@ -56,20 +59,19 @@ class FederatedExchange:
 
     def route(self, message: Message, found: set[Queue]) -> set[Queue]:
         """Forward toward interested nodes; the local queues the message may go to."""
-        return found if self._forward_and_keep(message.routing_key, message.content) else set()
-
-    def _forward_and_keep(self, routing_key: str, content: Content) -> bool:
-        """Forward toward interested nodes; True if local queues may have the message."""
         self._drop_gone_bridges()
+        content = message.content
         stamp = read_stamp(content)
         if self.tag in stamp.trace:
-            self.looped += 1
+            self.counters.dropped_looping += 1
             LOGGER.warning("exchange %r: dropped a message that came back to %s", self.exchange, self.tag)
-            return False
-        plan = self.table.forward(routing_key, stamp.headers, stamp.destinations)
-        if plan:
-            self._forward(plan, routing_key, content, stamp)
-        return self.table.delivers_locally(stamp.destinations)
+            return set()
+        plan = self.table.forward(message.routing_key, stamp.headers, stamp.destinations)
+        forwarded = self._forward(plan, message.routing_key, content, stamp) if plan else False
+        kept = found if self.table.delivers_locally(stamp.destinations) else set()
+        if forwarded and not kept:
+            self.counters.forwarded_only += 1
+        return kept
 
     # -- adverts from downstream nodes ---------------------------------------------------------
 
@@ -104,14 +106,18 @@ class FederatedExchange:
         routing_key: str,
         content: Content,
         stamp: Stamp,
-    ) -> None:
+    ) -> bool:
+        """Put a stamped copy into each planned neighbour's bridge queue; whether any went."""
         trace = (*stamp.trace, self.tag)
+        went = False
         for neighbour, origins in plan.items():
             bridge = self.bridges.get(neighbour)
             if bridge is None:
                 continue
             self.vhost.enqueue(bridge, self.exchange, routing_key, stamped(content, stamp, origins, trace))
             self.forwarded += 1
+            went = True
+        return went
 
 
 # -- the control message: a downstream node's adverts, as JSON --------------------------------

@@ -28,7 +28,9 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -78,6 +80,27 @@ class Route(Protocol):
 
     async def run(self, connection: PeerConnection) -> None:
         """Work on `connection` until cancelled; raise to be restarted after a delay."""
+
+
+@dataclass
+class Carried:
+    """Messages and body bytes routes carried one way over a link, each counted once the far
+    end confirmed it (what a route's own `messages` and `bytes` count too)."""
+
+    messages: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class LinkCounters:
+    """A link's counters since it was added or the node started (not stored): what its routes
+    and peerings carried each way, and the seconds it spent not Operational before its
+    current state began. Shared by a link and the one replacing it (new credentials), so a
+    relogin does not reset them."""
+
+    inbound: Carried = field(default_factory=Carried)
+    outbound: Carried = field(default_factory=Carried)
+    down: float = 0.0
 
 
 def _client_connect(address: BrokerAddress, **options: Any) -> AbstractAsyncContextManager[PeerConnection]:
@@ -145,7 +168,11 @@ class Link:
         heartbeat: int = HEARTBEAT,
         backoff: Backoff = BACKOFF,
         name: str | None = None,
+        counters: LinkCounters | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`counters`: those of the link this one replaces, to go on counting from; `clock`
+        measures how long states last (tests pass Trio's virtual one)."""
         if transport not in TRANSPORTS:
             raise ValueError(
                 f"transport {transport!r} is not supported (use one of: {', '.join(TRANSPORTS)})"
@@ -162,6 +189,10 @@ class Link:
         self._state = LinkState.WAITING
         self._last_error = ""
         self._since = time.time()
+        self._clock = clock
+        #: When the current state began, on `clock`: how long it has lasted.
+        self._state_began = clock()
+        self.counters = counters if counters is not None else LinkCounters()
         self._connected_since: float | None = None
         #: The name the peer gave on its last connection: which node this address reaches.
         self._peer_name: str | None = None
@@ -215,6 +246,21 @@ class Link:
             "since": self._since,
             "connected_since": self._connected_since,
             "reconnects": self._reconnects,
+            **self._counted(),
+        }
+
+    def _counted(self) -> dict[str, Any]:
+        """The counters' part of the record (docs/federation.md, "Counters")."""
+        counters = self.counters
+        lasted = self._clock() - self._state_began
+        down = counters.down + (lasted if self._state is not LinkState.OPERATIONAL else 0.0)
+        return {
+            "messages_in": counters.inbound.messages,
+            "messages_out": counters.outbound.messages,
+            "bytes_in": counters.inbound.bytes,
+            "bytes_out": counters.outbound.bytes,
+            "down_seconds": down,
+            "state_seconds": lasted,
         }
 
     def attach(self, route: Route) -> None:
@@ -397,6 +443,9 @@ class Link:
         """
         if state is not self._state:
             self._since = time.time()
+            began, self._state_began = self._state_began, self._clock()
+            if self._state is not LinkState.OPERATIONAL:
+                self.counters.down += self._state_began - began
         self._state = state
         if error is not None:
             self._last_error = error

@@ -32,7 +32,7 @@ from federation.errors import AuthenticationRefused
 from federation.federations import Federations
 from federation.formatting import route_label, route_selector
 from federation.health import combined
-from federation.link import Link, node_name, peer_name
+from federation.link import Link, LinkCounters, node_name, peer_name
 from federation.persistence import FederationStore
 from federation.ports import Connect, PeerConnection
 from federation.routes import DEFAULT_ACK, DEFAULT_CREDIT, LocalNode, Route, RouteConfig, route_identity
@@ -264,9 +264,10 @@ class Federation:
         peer = self._peers[(config.host, config.port)] = _Peer(config, self._run_link(config), [])
         return peer
 
-    def _run_link(self, config: LinkConfig) -> Link:
+    def _run_link(self, config: LinkConfig, counters: LinkCounters | None = None) -> Link:
         """A new link for `config`, running in the federation's nursery: the one place a link
-        is made (added, or replaced to log in anew), so the ACL's `create link` is asked here."""
+        is made (added, or replaced to log in anew, going on with the old one's `counters`), so
+        the ACL's `create link` is asked here."""
         self.node.management.authorize("create", "link", str(config.address))
         tls = config.client_tls(self._tls)
         link = Link(
@@ -275,6 +276,7 @@ class Federation:
             transport=config.transport,
             heartbeat=config.heartbeat,
             connect=self._link_connect,
+            counters=counters,
         )
         self._running().start_soon(link.run, name=f"link to {config.address}")
         return link
@@ -283,7 +285,7 @@ class Federation:
         """Replace the peer's link by one logging in with `config`'s credentials: the routes
         move to it (a link runs once, so a new one); the old one closes."""
         old = peer.link
-        peer.config, peer.link = config, self._run_link(config)
+        peer.config, peer.link = config, self._run_link(config, old.counters)
         for route in peer.routes:
             old.detach(route)
             peer.link.attach(route)
@@ -492,6 +494,7 @@ class Federation:
 
     def _attach(self, peer: _Peer, route: Route) -> None:
         peer.routes.append(route)
+        route.link_counters = peer.link.counters
         peer.link.attach(route)
 
     def _remove_route(self, peer: _Peer, route: Route) -> None:

@@ -42,6 +42,7 @@ from federation.address import BrokerAddress
 from federation.errors import ChannelClosedByPeer, ClientError, PublishNacked
 from federation.formatting import route_label, route_selector
 from federation.health import Health
+from federation.link import Carried, LinkCounters
 from federation.local import LocalSink, LocalSource
 from federation.ports import PeerChannel, PeerConnection
 from gateway.broker import Broker
@@ -181,12 +182,17 @@ class Forwarder:
     prefetch) smaller than the batch never waits for the batch to fill.
     """
 
-    def __init__(self, source: Source, sink: Sink, exchange: str, *, ack: int, stats: RouteStats) -> None:
+    def __init__(
+        self, source: Source, sink: Sink, exchange: str, *, ack: int, stats: RouteStats, carried: Carried
+    ) -> None:
+        """`stats`: the route's or federation direction's; `carried`: the link's, for the
+        direction this forwarder carries messages over it."""
         self._source = source
         self._sink = sink
         self._exchange = exchange
         self._ack = max(ack, 1)
         self._stats = stats
+        self._carried = carried
         self._pending: deque[tuple[int, int, int]] = deque()
         self._arrived: trio.Event | None = None
 
@@ -212,7 +218,7 @@ class Forwarder:
         return self._sink.publish(self._exchange, delivery.routing_key, delivery.content)
 
     async def _settle(self) -> None:
-        pending, stats, sink = self._pending, self._stats, self._sink
+        pending, stats, carried, sink = self._pending, self._stats, self._carried, self._sink
         unacked = 0
         last_tag = 0
         while True:
@@ -246,6 +252,8 @@ class Forwarder:
             self._confirmed(seq)
             stats.messages += 1
             stats.bytes += size
+            carried.messages += 1
+            carried.bytes += size
             stats.last_transfer = time.time()
             unacked += 1
             last_tag = tag
@@ -363,6 +371,8 @@ class Route:
         self.peer = peer
         self.node = node
         self.stats = RouteStats()
+        #: The counters of the link carrying the route (set when it is attached to one).
+        self.link_counters = LinkCounters()
         self.health = Health()
         self._retired = False
 
@@ -448,9 +458,15 @@ class Route:
             await channel.qos(prefetch_count=config.credit)
             await channel.consume(queue)
             self.health.operational()
-            await self._forward(
-                Forwarder(channel, sink, config.exchange, ack=config.ack, stats=self.stats), channel
+            forwarder = Forwarder(
+                channel,
+                sink,
+                config.exchange,
+                ack=config.ack,
+                stats=self.stats,
+                carried=self.link_counters.inbound,
             )
+            await self._forward(forwarder, channel)
         finally:
             sink.close()
             await close_route_channel(channel, delete=self.durable_queue if self._retired else None)
@@ -490,7 +506,12 @@ class Route:
             source.consume(queue)
             self.health.operational()
             await Forwarder(
-                source, RemoteSink(channel), config.exchange, ack=config.ack, stats=self.stats
+                source,
+                RemoteSink(channel),
+                config.exchange,
+                ack=config.ack,
+                stats=self.stats,
+                carried=self.link_counters.outbound,
             ).run()
         finally:
             source.close()

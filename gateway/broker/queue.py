@@ -45,6 +45,10 @@ class Queue:
         "watched",
         "limited",
         "dropped",
+        "recovered",
+        "delivered",
+        "acknowledged",
+        "dead_lettered",
         "stuck",
         "waiting",
         "flow",
@@ -83,7 +87,16 @@ class Queue:
         #: Queues with TTLs or x-expires are visited by Broker.tick.
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
-        #: Messages drop-head overflow has dropped since the queue was created (not stored).
+        #: Counters since the queue was created or the node started (not stored; see
+        #: docs/federation.md, "Counters"): messages recovered at start (`enqueued` is what
+        #: `next_seq` counts beyond them), deliveries to consumers and basic.get
+        #: (redeliveries too), explicit acks, messages handed to the dead-letter exchange, and
+        #: messages the length limit dropped (drop-head) or refused (reject-publish,
+        #: reject-publish-dlx).
+        self.recovered = 0
+        self.delivered = 0
+        self.acknowledged = 0
+        self.dead_lettered = 0
         self.dropped = 0
         #: The head the last dispatch could hand to no consumer (see `publish`), else None.
         self.stuck: Entry | None = None
@@ -103,12 +116,19 @@ class Queue:
     def __repr__(self) -> str:
         return f"<Queue {self.name!r}>"
 
+    @property
+    def enqueued(self) -> int:
+        """Messages the queue accepted since it was created or the node started: every entry
+        it numbered, but those recovered at start (no increment of its own per message)."""
+        return self.next_seq - self.recovered
+
     # -- publishing -------------------------------------------------------------------------
 
     def publish(self, message: Message) -> bool:
         """Enqueue (or deliver at once); False if x-overflow refused the message."""
         options = self.options
         if self.limited and options.overflow != "drop-head" and self._full(message.size):
+            self.dropped += 1
             if options.overflow == "reject-publish-dlx":
                 self.vhost.dead_letter(self, [message], "maxlen")
             return False
@@ -167,6 +187,7 @@ class Queue:
             expires_at = _with_ttl(expires_at, routed_at, ttl)
         self.ready.append(Entry(message, self, self.next_seq, redelivered, expires_at))
         self.next_seq += 1
+        self.recovered += 1
         self.ready_bytes += message.size
         if expires_at is not None:
             self.watched = True
@@ -317,6 +338,7 @@ class Queue:
         message = entry.message
         tag = channel.next_tag
         channel.next_tag = tag + 1
+        self.delivered += 1
         if consumer.no_ack:
             if self.store is not None and message.persistent:
                 self.store.remove_message(self.vhost.name, self.name, message.id)
@@ -351,6 +373,7 @@ class Queue:
             if entry.expires_at is not None and entry.expires_at <= self.last_used:
                 self._discard([entry], "expired")
                 continue
+            self.delivered += 1
             message = entry.message
             if self.store is not None and message.persistent:
                 if no_ack:
@@ -363,7 +386,8 @@ class Queue:
     # -- settling ---------------------------------------------------------------------------
 
     def settle(self, entry: Entry) -> None:
-        """An acknowledged (or dropped) delivery leaves the queue for good."""
+        """An acknowledged delivery leaves the queue for good."""
+        self.acknowledged += 1
         message = entry.message
         if self.store is not None and message.persistent and not self.deleted:
             self.store.remove_message(self.vhost.name, self.name, message.id)

@@ -78,6 +78,17 @@ def test_interest_flows_up_and_messages_flow_down_exactly_once() -> None:
     assert got.content.headers[DEST_HEADER] == ["b"] and got.content.headers[TRACE_HEADER] == ["a"]
     assert isinstance(b.client.get("q"), commands.Basic.GetEmpty)
     assert a.client.call(commands.Queue.Declare(queue="local", passive=True)).message_count == 2
+    a.client.call(commands.Queue.Unbind(queue="local", exchange="fed.topic", routing_key="#"))
+    a.client.publish("fed.topic", "stock.x", b"only forwarded")
+    a.client.publish("fed.topic", "bond.y", b"nowhere")
+    # Published 4: 2 reached a local queue, 1 went only to b's bridge queue, 1 nowhere.
+    exchange = a.broker.vhosts["/"].exchanges["fed.topic"]
+    assert (exchange.published, exchange.routed, exchange.unroutable, exchange.dropped_looping) == (
+        4,
+        3,
+        1,
+        0,
+    )
 
 
 def test_a_message_for_other_nodes_skips_local_queues() -> None:
@@ -93,6 +104,9 @@ def test_a_message_for_other_nodes_skips_local_queues() -> None:
         _content({DEST_HEADER: ["c"], TRACE_HEADER: ["a"]}),
     )
     assert isinstance(b.client.get("q"), commands.Basic.GetEmpty)
+    # For c, but b has no path to c: it reached nothing here.
+    exchange = b.broker.vhosts["/"].exchanges["fed.topic"]
+    assert (exchange.published, exchange.routed, exchange.unroutable) == (1, 0, 1)
 
 
 def test_a_message_that_passed_this_node_is_dropped() -> None:
@@ -103,7 +117,13 @@ def test_a_message_that_passed_this_node_is_dropped() -> None:
         a.client.ch, "fed.topic", "k", False, False, _content({DEST_HEADER: ["a"], TRACE_HEADER: ["a", "b"]})
     )
     assert isinstance(a.client.get("q"), commands.Basic.GetEmpty)
-    assert a.federated.looped == 1
+    exchange = a.broker.vhosts["/"].exchanges["fed.topic"]
+    assert (exchange.published, exchange.routed, exchange.dropped_looping, exchange.unroutable) == (
+        1,
+        0,
+        1,
+        0,
+    )
 
 
 def test_deleted_bridge_withdraws_the_neighbours_interest() -> None:

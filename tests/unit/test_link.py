@@ -621,7 +621,7 @@ async def test_close_after_failed_and_close_twice(autojump_clock: trio.testing.M
 
 async def test_snapshot_is_the_link_list_record(autojump_clock: trio.testing.MockClock) -> None:
     peer = FakePeer(refused())
-    link = Link(Address("broker-host", 10000), durable=True, connect=peer.connect)
+    link = Link(Address("broker-host", 10000), durable=True, connect=peer.connect, clock=trio.current_time)
     created = link.snapshot().pop("since")
     assert {name: value for name, value in link.snapshot().items() if name != "since"} == {
         "host": "broker-host",
@@ -633,6 +633,12 @@ async def test_snapshot_is_the_link_list_record(autojump_clock: trio.testing.Moc
         "node": None,
         "connected_since": None,
         "reconnects": 0,
+        "messages_in": 0,
+        "messages_out": 0,
+        "bytes_in": 0,
+        "bytes_out": 0,
+        "down_seconds": 0.0,
+        "state_seconds": 0.0,
     }
     async with running(link):
         await peer.connections.wait_for(1)
@@ -644,6 +650,26 @@ async def test_snapshot_is_the_link_list_record(autojump_clock: trio.testing.Moc
         assert record["connected_since"] == link.connected_since
         assert record["since"] >= created  # the state changed since the link was made
     assert link.snapshot()["state"] == "Closed"
+
+
+async def test_down_seconds_count_every_state_but_operational(autojump_clock: trio.testing.MockClock) -> None:
+    peer = FakePeer(refused())
+    link = Link(Address("broker-host", 10000), connect=peer.connect, clock=trio.current_time)
+    await trio.sleep(5)  # made, not yet run: Waiting counts
+    assert (link.snapshot()["down_seconds"], link.snapshot()["state_seconds"]) == (5, 5)
+    async with running(link):
+        await peer.connections.wait_for(1)  # refused at once, then connected 2 s later
+        await settle()
+        up = link.snapshot()
+        assert (up["state"], up["down_seconds"]) == ("Operational", 7)
+        await trio.sleep(30)
+        up = link.snapshot()
+        assert (up["down_seconds"], up["state_seconds"]) == (7, 30)
+        peer.connections.items[0].drop()
+        await peer.connections.wait_for(2)  # Waiting 2 s (the schedule starts again)
+        await settle()
+        again = link.snapshot()
+        assert (again["state"], again["down_seconds"], again["state_seconds"]) == ("Operational", 9, 0)
 
 
 def test_state_values_are_qpid_route_words() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import time
 
 import pytest
 
@@ -31,6 +32,10 @@ def test_add_list_and_delete_exchange(management: Management) -> None:
         "alternate_exchange": None,
         "arguments": {},
         "bindings": 0,
+        "published": 0,
+        "routed": 0,
+        "unroutable": 0,
+        "dropped_looping": 0,
     }
     management.call("exchanges.delete", {"name": "fed.topic"})
     assert "fed.topic" not in names(management.call("exchanges.list", {}))
@@ -79,6 +84,10 @@ def test_queues_and_bindings(management: Management) -> None:
         "capacity": None,
         "flow_resume_capacity": None,
         "overfull": False,
+        "enqueued": 0,
+        "delivered": 0,
+        "acknowledged": 0,
+        "dead_lettered": 0,
         "dropped": 0,
         "consumers": 0,
         "bindings": 1,
@@ -123,7 +132,9 @@ def test_unknown_vhost(management: Management) -> None:
 
 def test_internal_sessions_do_not_linger(management: Management) -> None:
     management.call("queues.add", {"name": "q"})
-    assert management.call("node.info", {})["connections"] == 0
+    info = management.call("node.info", {})
+    assert info["connections"] == 0
+    assert 0 < info["started"] <= time.time()  # when the counters began: the node's start
 
 
 def test_jsonable_field_values() -> None:

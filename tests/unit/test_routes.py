@@ -16,6 +16,7 @@ import trio.testing
 from pamqp import commands
 
 from federation.errors import ConnectFailed, PublishNacked
+from federation.link import Carried
 from federation.local import LocalChannelClosed, LocalSink, LocalSource
 from federation.manager import Federation
 from federation.routes import IDLE_ACK_DELAY, DestinationRefused, Forwarder, LocalNode, RouteStats
@@ -94,32 +95,34 @@ class FakeSink:
 
 
 async def test_acks_are_batched_and_the_rest_flushed_when_the_stream_goes_idle(autojump_clock: Any) -> None:
-    source, sink, stats = FakeSource(), FakeSink(), RouteStats()
+    source, sink, stats, carried = FakeSource(), FakeSink(), RouteStats(), Carried()
     source.deliver(7)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(Forwarder(source, sink, "dest", ack=3, stats=stats).run)
+        nursery.start_soon(Forwarder(source, sink, "dest", ack=3, stats=stats, carried=carried).run)
         await trio.sleep(IDLE_ACK_DELAY / 2)
         assert source.acks == [(3, True), (6, True)]
         await trio.sleep(IDLE_ACK_DELAY)
         assert source.acks == [(3, True), (6, True), (7, True)]
         assert (stats.messages, stats.bytes, stats.in_flight) == (7, 7 * len(b"body"), 0)
+        # The link's count for this direction goes with the route's.
+        assert (carried.messages, carried.bytes) == (7, 7 * len(b"body"))
         # Into the route's exchange, with each message's key and its very content object.
         assert sink.published[0] == ("dest", "key.1", MESSAGE) and sink.published[0][2] is MESSAGE
         nursery.cancel_scope.cancel()
 
 
 async def test_nothing_is_acked_before_the_destination_confirms(autojump_clock: Any) -> None:
-    source, sink, stats = FakeSource(), FakeSink(auto_confirm=False), RouteStats()
+    source, sink, stats, carried = FakeSource(), FakeSink(auto_confirm=False), RouteStats(), Carried()
     source.deliver(5)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(Forwarder(source, sink, "dest", ack=100, stats=stats).run)
+        nursery.start_soon(Forwarder(source, sink, "dest", ack=100, stats=stats, carried=carried).run)
         await trio.sleep(1)
         assert (source.acks, stats.in_flight, stats.messages) == ([], 5, 0)
         # A window (prefetch) of 5 is all the source sends: the batch of 100 never fills, so
         # what is confirmed is acked as soon as the forwarder has to wait for more.
         sink.confirm(2)
         await trio.sleep(IDLE_ACK_DELAY / 10)
-        assert (source.acks, stats.in_flight, stats.messages) == ([(2, True)], 3, 2)
+        assert (source.acks, stats.in_flight, stats.messages, carried.messages) == ([(2, True)], 3, 2, 2)
         sink.confirm(5)
         await trio.sleep(1)
         assert source.acks == [(2, True), (5, True)]
@@ -133,7 +136,7 @@ async def test_a_refused_message_is_never_acked(autojump_clock: Any) -> None:
 
     async def forward() -> None:
         with pytest.raises(DestinationRefused, match="refused 2 message"):
-            await Forwarder(source, sink, "dest", ack=100, stats=RouteStats()).run()
+            await Forwarder(source, sink, "dest", ack=100, stats=RouteStats(), carried=Carried()).run()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(forward)
@@ -322,7 +325,7 @@ async def test_a_route_into_a_held_node_takes_nothing_more_from_its_source() -> 
     source = FakeSource()
     source.deliver(5)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(Forwarder(source, sink, "x", ack=1, stats=RouteStats()).run)
+        nursery.start_soon(Forwarder(source, sink, "x", ack=1, stats=RouteStats(), carried=Carried()).run)
         await trio.testing.wait_all_tasks_blocked()
         assert sink.resumed is not None
         assert taken(source) == 1  # held after the first publish, as a client connection is
