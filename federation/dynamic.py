@@ -42,8 +42,8 @@ class FederatedExchange:
         #: Called whenever what we would advertise upstream may have changed.
         self.on_change: Callable[[], None] = lambda: None
         #: The broker's exchange (which must exist), whose counters this adds to: copies
-        #: dropped as looping, and messages that only went to other nodes (the broker counts
-        #: those that reached a local queue).
+        #: dropped as looping, and messages that went to other nodes only (the broker counts
+        #: both as having reached no local queue).
         self.counters = vhost.exchanges[exchange]
         self.forwarded = 0
 
@@ -73,7 +73,7 @@ class FederatedExchange:
         forwarded = self._forward(plan, message.routing_key, content, stamp) if plan else False
         kept = found if self.table.delivers_locally(stamp.destinations) else set()
         if forwarded and not kept:
-            self.counters.routed += 1
+            self.counters.forwarded_only += 1
         return kept
 
     # -- adverts from downstream nodes ---------------------------------------------------------

@@ -53,10 +53,15 @@ class _Entry:
 
 
 def _record(entry: _Entry) -> dict[str, Any]:
-    """A federation's record: the peering's state folded with its link's, and the name the
-    parent gave (None before the first connection)."""
+    """A federation's record: the peering's state folded with its link's, the name the parent
+    gave (None before the first connection), and how long its link has not been Operational
+    (its traffic each way is `forwarded` and `received`)."""
     link = entry.link.snapshot()
-    return {**entry.attachment.record(combined(entry.peering.health, link)), "parent_node": link["node"]}
+    return {
+        **entry.attachment.record(combined(entry.peering.health, link)),
+        "parent_node": link["node"],
+        "down_seconds": link["down_seconds"],
+    }
 
 
 class Federations:

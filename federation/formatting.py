@@ -185,6 +185,52 @@ def link_table(links: Sequence[Record]) -> list[str]:
     return table(_LINK_COLUMNS, rows, rule=_LINK_RULE_WIDTH)
 
 
+#: `link list --stats`: each counter's caption and record field (docs/federation.md, "Counters").
+_LINK_COUNTERS = (
+    ("Msgs In", "messages_in"),
+    ("Msgs Out", "messages_out"),
+    ("Bytes In", "bytes_in"),
+    ("Bytes Out", "bytes_out"),
+)
+
+
+def link_stats(links: Sequence[Record]) -> list[str]:
+    """`link list --stats`: each link's state, what its routes and federations carried each way
+    since the node started, the seconds it was not Operational and the seconds in its state."""
+    if not links:
+        return ["No Links Found"]
+    rows = [
+        [
+            str(link["host"]),
+            str(link["port"]),
+            str(link["state"]),
+            *(str(link[field]) for _, field in _LINK_COUNTERS),
+            f"{link['down_seconds']:.1f}",
+            f"{link['state_seconds']:.1f}",
+        ]
+        for link in links
+    ]
+    captions = ["Host", "Port", "State", *(caption for caption, _ in _LINK_COUNTERS), "Down s", "In State s"]
+    return counter_table(captions, 3, rows)
+
+
+def counter_table(captions: Sequence[str], labels: int, rows: Sequence[Sequence[str]]) -> list[str]:
+    """A `--stats` listing: the first `labels` columns left-aligned, the counters after them
+    right-aligned under their captions, two spaces apart, a rule of "=" under the captions."""
+    widths = [
+        max([len(caption), *(len(row[index]) for row in rows)]) for index, caption in enumerate(captions)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(width) if index < labels else cell.rjust(width)
+            for index, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    header = line(captions)
+    return [header, "=" * len(header), *(line(row) for row in rows)]
+
+
 def federation_parent(federation: Record) -> BrokerAddress:
     """A federations.list record's parent (`host:port`, an IPv6 host with or without brackets)
     as an address without credentials; its str() is how listings name the node."""
@@ -415,6 +461,46 @@ def exchange_table(exchanges: Sequence[Record]) -> list[str]:
             attributes.append(f"--alternate-exchange={exchange['alternate_exchange']}")
         lines.append(f"{exchange['type']:<10}{exchange['name']:<{width}}  {' '.join(attributes)}".rstrip())
     return lines
+
+
+#: `exchanges --stats` and `queues --stats`: each counter's caption and record field.
+_EXCHANGE_COUNTERS = (
+    ("Published", "published"),
+    ("Routed", "routed"),
+    ("Unroutable", "unroutable"),
+    ("Looping", "dropped_looping"),
+)
+_QUEUE_COUNTERS = (
+    ("Enqueued", "enqueued"),
+    ("Delivered", "delivered"),
+    ("Acked", "acknowledged"),
+    ("Dead-lettered", "dead_lettered"),
+    ("Dropped", "dropped"),
+    ("Messages", "messages"),
+)
+
+
+def exchange_stats(exchanges: Sequence[Record]) -> list[str]:
+    """`exchanges --stats`: per exchange, messages published to it since the node started,
+    those routed, unroutable, and dropped by dynamic routing as looping."""
+    return _named_counters("Exchange Name", exchanges, _EXCHANGE_COUNTERS)
+
+
+def queue_stats(queues: Sequence[Record]) -> list[str]:
+    """`queues --stats`: per queue, messages enqueued, delivered, acknowledged, dead-lettered
+    and dropped by its length limit since the node started (or the queue was made), and its
+    depth."""
+    return _named_counters("Queue Name", queues, _QUEUE_COUNTERS)
+
+
+def _named_counters(
+    caption: str, records: Sequence[Record], counters: Sequence[tuple[str, str]]
+) -> list[str]:
+    rows = [
+        [str(record["name"]) or _DEFAULT_EXCHANGE, *(str(record[field]) for _, field in counters)]
+        for record in records
+    ]
+    return counter_table([caption, *(caption for caption, _ in counters)], 1, rows)
 
 
 def exchange_bindings(exchanges: Sequence[Record], bindings: Sequence[Record]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +58,8 @@ class Management:
         `acl`: the node's current ACL rules (None: no ACL file), read at each decision."""
         self.broker = broker
         self.node_name = node_name
+        #: Unix time the node's counters began (docs/federation.md, "Counters"): its start.
+        self.started = time.time()
         self.resources = resources
         self.acl = acl
         #: The user of the request being answered (None: the node's own work, unchecked).
@@ -108,6 +111,7 @@ class Management:
         sessions = self.broker.sessions.values()
         return {
             "name": self.node_name,
+            "started": self.started,
             "vhosts": sorted(self.broker.vhosts),
             "connections": len(sessions),
             "blocked_connections": sum(1 for session in sessions if session.hold is not None),
@@ -125,7 +129,7 @@ class Management:
                 "alternate_exchange": exchange.alternate,
                 "arguments": jsonable(exchange.arguments),
                 "bindings": len(exchange.matcher),
-                # Since the node started (docs/configuration.md, "Counters").
+                # Since the node started (docs/federation.md, "Counters").
                 "published": exchange.published,
                 "routed": exchange.routed,
                 "unroutable": exchange.unroutable,
@@ -149,7 +153,7 @@ class Management:
                 "capacity": queue.options.capacity,
                 "flow_resume_capacity": queue.options.flow_resume_capacity,
                 "overfull": queue.flow is not None and queue.flow.hold is not None,
-                # Since the queue was created or the node started (docs/configuration.md).
+                # Since the queue was created or the node started (docs/federation.md, "Counters").
                 "enqueued": queue.enqueued,
                 "delivered": queue.delivered,
                 "acknowledged": queue.acknowledged,

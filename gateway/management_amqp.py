@@ -60,7 +60,10 @@ def handle_request(management: Management, visible: Visibility, session: Session
             f" connection; it names {named}",
             _PUBLISH,
         )
-    vhost.publish(vhost.exchanges[""], reply_to, answer(management, visible, session.user, request), 0)
+    # Straight into the queue, as the default exchange would route it, but not counted as a
+    # publish to it: the node's counters count the applications' messages, and reading them
+    # must not change them.
+    vhost.enqueue(queue, "", reply_to, answer(management, visible, session.user, request))
 
 
 def answer(management: Management, visible: Visibility, user: Any, request: Content) -> Content:

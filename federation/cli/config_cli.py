@@ -40,8 +40,8 @@ USAGE = (
     """\
 amq-config [OPTIONS]
        amq-config [OPTIONS] node
-       amq-config [OPTIONS] exchanges [filter-string]
-       amq-config [OPTIONS] queues    [filter-string]
+       amq-config [OPTIONS] exchanges [filter-string] [-b | --stats]
+       amq-config [OPTIONS] queues    [filter-string] [-b | --stats]
        amq-config [OPTIONS] add exchange <type> <name> [--durable] [--alternate-exchange X]
        amq-config [OPTIONS] del exchange <name>
        amq-config [OPTIONS] add queue <name> [--durable] [--max-queue-size N] [--max-queue-count N]
@@ -133,7 +133,7 @@ async def list_exchanges(context: Context, args: argparse.Namespace) -> int:
         if args.bindings:
             print_lines(formatting.exchange_bindings(exchanges, await client.call("bindings.list")))
             return 0
-    print_lines(formatting.exchange_table(exchanges))
+    print_lines((formatting.exchange_stats if args.stats else formatting.exchange_table)(exchanges))
     return 0
 
 
@@ -143,7 +143,7 @@ async def list_queues(context: Context, args: argparse.Namespace) -> int:
         if args.bindings:
             print_lines(formatting.queue_bindings(queues, await client.call("bindings.list")))
             return 0
-    print_lines(formatting.queue_table(queues))
+    print_lines((formatting.queue_stats if args.stats else formatting.queue_table)(queues))
     return 0
 
 
@@ -251,6 +251,12 @@ def add_options(
             action="store_true",
             default=default(False, main),
             help="show bindings in the exchange or queue list",
+        )
+        parser.add_argument(
+            "--stats",
+            action="store_true",
+            default=default(False, main),
+            help="show the exchanges' or queues' message counters since the node started",
         )
 
 

@@ -65,7 +65,7 @@ FEDERATION_TYPES = (*TYPES, *ALIASES)
 USAGE = """\
 amq-route [OPTIONS] link add  <dest-broker> <src-broker>
        amq-route [OPTIONS] link del  <dest-broker> <src-broker>
-       amq-route [OPTIONS] link list [<broker>]
+       amq-route [OPTIONS] link list [<broker>] [--stats]
 
        amq-route [OPTIONS] dynamic add <dest-broker> <src-broker> <exchange> [tag] [exclude-list]
        amq-route [OPTIONS] dynamic del <dest-broker> <src-broker> <exchange>
@@ -151,7 +151,10 @@ async def print_table(
     return 0
 
 
-link_list = partial(print_table, "links.list", formatting.link_table)
+async def link_list(context: Context, args: argparse.Namespace) -> int:
+    """`link list`, with --stats each link's counters instead of its configuration."""
+    table = formatting.link_stats if args.stats else formatting.link_table
+    return await print_table("links.list", table, context, args)
 
 
 async def add_route(context: Context, args: argparse.Namespace, spec: RouteSpec) -> int:
@@ -389,7 +392,13 @@ def build_parser(mounts: Sequence[Mount] = ()) -> argparse.ArgumentParser:
             link, "del", del_link, "delete a link and the routes on it", ("verbose", "src-local", "timeout")
         )
     )
-    one_broker(command(link, "list", link_list, "list a node's links"))
+    leaf = command(link, "list", link_list, "list a node's links (--stats: their counters)")
+    one_broker(leaf)
+    leaf.add_argument(
+        "--stats",
+        action="store_true",
+        help="messages and bytes each way since the node started, seconds not Operational, seconds in the state",
+    )
 
     dynamic = group("dynamic", "dynamic routes: bindings on dest-broker's exchange pull matching messages")
     leaf = command(

@@ -35,7 +35,8 @@ class Exchange:
         "deleted",
         "federation",
         "published",
-        "routed",
+        "missed",
+        "forwarded_only",
         "dropped_looping",
     )
 
@@ -68,24 +69,31 @@ class Exchange:
         self.deleted = False
         #: Set by dynamic routing: told about queue bindings, and asked about each message.
         self.federation: ExchangeFederation | None = None
-        #: Counters since the node started (docs/configuration.md, "Counters"): messages
-        #: published to this exchange (by clients, routes, federation and dead-lettering),
-        #: those that reached a queue or a federation destination, and those dynamic routing
-        #: dropped for having passed this node before. The rest were unroutable (`unroutable`).
+        #: Counters since the node started (docs/federation.md, "Counters"): messages
+        #: published to this exchange (by clients, routes, federation and dead-lettering);
+        #: of those, the ones routing left with no local queue (rare: the common case costs
+        #: no increment), and the ones among those that dynamic routing forwarded to other
+        #: nodes only, or dropped for having passed this node before. `routed` and
+        #: `unroutable` follow from them.
         self.published = 0
-        self.routed = 0
+        self.missed = 0
+        self.forwarded_only = 0
         self.dropped_looping = 0
 
     def __repr__(self) -> str:
         return f"<Exchange {self.name!r} {self.type}>"
 
     @property
+    def routed(self) -> int:
+        """Messages published here that reached a queue or a federation destination."""
+        return self.published - self.missed + self.forwarded_only
+
+    @property
     def unroutable(self) -> int:
         """Messages published here that reached nothing: no queue, no federation destination,
         and not dropped as looping (for mandatory publishes to an exchange without dynamic
-        routes, the ones returned). Derived, so a
-        publish costs two increments, not three."""
-        return self.published - self.routed - self.dropped_looping
+        routes, the ones returned)."""
+        return self.missed - self.forwarded_only - self.dropped_looping
 
 
 class ExchangeFederation(Protocol):

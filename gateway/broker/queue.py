@@ -45,7 +45,7 @@ class Queue:
         "watched",
         "limited",
         "dropped",
-        "enqueued",
+        "recovered",
         "delivered",
         "acknowledged",
         "dead_lettered",
@@ -88,11 +88,12 @@ class Queue:
         self.watched = options.message_ttl is not None or options.expires is not None
         self.limited = options.max_length is not None or options.max_length_bytes is not None
         #: Counters since the queue was created or the node started (not stored; see
-        #: docs/configuration.md, "Counters"): messages accepted (recovered ones are not),
-        #: deliveries to consumers and basic.get (redeliveries too), explicit acks, messages
-        #: handed to the dead-letter exchange, and messages the length limit dropped
-        #: (drop-head) or refused (reject-publish, reject-publish-dlx).
-        self.enqueued = 0
+        #: docs/federation.md, "Counters"): messages recovered at start (`enqueued` is what
+        #: `next_seq` counts beyond them), deliveries to consumers and basic.get
+        #: (redeliveries too), explicit acks, messages handed to the dead-letter exchange, and
+        #: messages the length limit dropped (drop-head) or refused (reject-publish,
+        #: reject-publish-dlx).
+        self.recovered = 0
         self.delivered = 0
         self.acknowledged = 0
         self.dead_lettered = 0
@@ -115,6 +116,12 @@ class Queue:
     def __repr__(self) -> str:
         return f"<Queue {self.name!r}>"
 
+    @property
+    def enqueued(self) -> int:
+        """Messages the queue accepted since it was created or the node started: every entry
+        it numbered, but those recovered at start (no increment of its own per message)."""
+        return self.next_seq - self.recovered
+
     # -- publishing -------------------------------------------------------------------------
 
     def publish(self, message: Message) -> bool:
@@ -130,7 +137,6 @@ class Queue:
             expires_at = _with_ttl(expires_at, self.vhost.broker.clock(), options.message_ttl)
         entry = Entry(message, self, self.next_seq, False, expires_at)
         self.next_seq += 1
-        self.enqueued += 1
         if self.store is not None and message.persistent:
             self.store.add_message(
                 self.vhost.name,
@@ -181,6 +187,7 @@ class Queue:
             expires_at = _with_ttl(expires_at, routed_at, ttl)
         self.ready.append(Entry(message, self, self.next_seq, redelivered, expires_at))
         self.next_seq += 1
+        self.recovered += 1
         self.ready_bytes += message.size
         if expires_at is not None:
             self.watched = True

@@ -68,21 +68,22 @@ class VHost:
             return_to,
         )
         budget = broker.queue_memory_budget
-        exchange.published += 1
         if exchange.is_default and not extra_keys:
+            exchange.published += 1
             queue = self.queues.get(routing_key)
             if queue is None:
+                exchange.missed += 1
                 return 0, None, False
-            exchange.routed += 1
             if queue.publish(message):
                 stored = message.persistent and queue.store is not None
                 if queue.over_memory_budget(budget):
                     broker.page_out(message, stored)
                 return 1, None, stored
             return 1, queue, False
-        queues = route(exchange, message, extra_keys)
-        if queues:
-            exchange.routed += 1
+        queues = route(exchange, message, extra_keys)  # may refuse it (502): not counted then
+        exchange.published += 1
+        if not queues:
+            exchange.missed += 1
         refused: Queue | None = None
         accepted = stored = False
         everywhere_stored = over_budget = True
@@ -114,7 +115,8 @@ class VHost:
 
     def enqueue(self, queue: Queue, exchange: str, routing_key: str, content: Content) -> None:
         """Put a message into one queue as if `exchange` had routed it there, without routing
-        (dynamic routing's forwarding into a bridge queue; the queue's limits still apply).
+        (dynamic routing's forwarding into a bridge queue, management's replies; the queue's
+        limits still apply). The exchange's counters do not count it.
 
         Its origin is no session, and its expiration property sets no deadline here: the
         node it is forwarded to applies it.
@@ -142,11 +144,12 @@ class VHost:
             except AMQPError:
                 # Only a headers exchange fails here, on a table it cannot decode; nobody
                 # published this message now, so there is no one to tell: it is dropped.
+                exchange.missed += 1
                 continue
             targets = [q for q in reached if not would_cycle(copy, q.name)]
             if not targets:
+                exchange.missed += 1
                 continue
-            exchange.routed += 1
             copy.id = broker.next_message_id
             broker.next_message_id += 1
             for target in targets:

@@ -121,6 +121,12 @@ async def exactly_once(group: Sequence[NodeProcess], count: int = 50) -> None:
             assert Counter(subscriber.messages()) == Counter(expected), subscriber.node.port
             assert Counter(subscriber.ends()) == Counter(ends), subscriber.node.port
         nursery.cancel_scope.cancel()
+    # Destination sets keep every copy off a loop: no node dropped one as looping, and every
+    # node's neighbours are direct, so each copy reached the subscriber it was sent for.
+    for node in group:
+        exchange = next(e for e in await manage(node, "exchanges.list") if e["name"] == EXCHANGE)
+        assert (exchange["dropped_looping"], exchange["unroutable"]) == (0, 0), node.port
+        assert exchange["routed"] == exchange["published"] >= len(group) * (count + 1), node.port
 
 
 async def test_seed_walkthrough_dynamic_routes(nodes: Callable[..., NodeProcess]) -> None:

@@ -491,3 +491,55 @@ def test_a_route_in_another_vhost_names_it() -> None:
     assert formatting.route_list("localhost:10001", [record]) == [
         "localhost:10001 localhost:10002 amq.topic (vhost prod) k"
     ]
+
+
+def test_exchange_and_queue_stats_right_align_the_counters() -> None:
+    exchanges = [
+        {"name": "", "published": 12, "routed": 11, "unroutable": 1, "dropped_looping": 0},
+        {"name": "fed.topic", "published": 3, "routed": 2, "unroutable": 0, "dropped_looping": 1},
+    ]
+    assert formatting.exchange_stats(exchanges) == [
+        "Exchange Name  Published  Routed  Unroutable  Looping",
+        "=" * 53,
+        "''                    12      11           1        0",
+        "fed.topic              3       2           0        1",
+    ]
+    queue = {
+        "enqueued": 10,
+        "delivered": 8,
+        "acknowledged": 6,
+        "dead_lettered": 1,
+        "dropped": 3,
+        "messages": 2,
+    }
+    assert formatting.queue_stats([{"name": "work", **queue}]) == [
+        "Queue Name  Enqueued  Delivered  Acked  Dead-lettered  Dropped  Messages",
+        "=" * 72,
+        "work              10          8      6              1        3         2",
+    ]
+
+
+def test_link_stats_show_traffic_each_way_and_seconds_down() -> None:
+    up = {
+        "host": "localhost",
+        "port": 10002,
+        "state": "Operational",
+        "down_seconds": 2.01,
+        "state_seconds": 312.4,
+    }
+    down = {
+        "host": "localhost",
+        "port": 10009,
+        "state": "Waiting",
+        "down_seconds": 30.5,
+        "state_seconds": 4.0,
+    }
+    traffic = {"messages_in": 120, "messages_out": 0, "bytes_in": 4800, "bytes_out": 0}
+    idle = dict.fromkeys(traffic, 0)
+    assert formatting.link_stats([{**up, **traffic}, {**down, **idle}]) == [
+        "Host       Port   State        Msgs In  Msgs Out  Bytes In  Bytes Out  Down s  In State s",
+        "=" * 89,
+        "localhost  10002  Operational      120         0      4800          0     2.0       312.4",
+        "localhost  10009  Waiting            0         0         0          0    30.5         4.0",
+    ]
+    assert formatting.link_stats([]) == ["No Links Found"]

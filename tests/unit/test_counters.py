@@ -1,13 +1,16 @@
-"""The broker's counters since start (docs/configuration.md, "Counters"), counted by the model:
+"""The broker's counters since start (docs/federation.md, "Counters"), counted by the model:
 per exchange published, routed, unroutable; per queue enqueued, delivered, acknowledged,
 dead-lettered and dropped by its length limit."""
 
+import pytest
 from pamqp import commands
 
 from gateway.broker import Broker
+from gateway.broker.records import MessageRecord, QueueRecord, Snapshot
 from gateway.management import Management
+from gateway.wire.errors import AMQPError
 
-from .broker_fakes import Client, Returned
+from .broker_fakes import Client, Returned, content, undecodable_headers
 
 
 def counts(record: dict, *names: str) -> tuple[int, ...]:
@@ -93,7 +96,7 @@ def test_length_limits_count_dropped_and_dead_lettered() -> None:
     assert counts(exchange(management, ""), *EXCHANGE) == (19, 19, 0, 0)
 
 
-def test_rejected_and_expired_messages_are_dead_lettered() -> None:
+def test_rejected_messages_are_dead_lettered_and_purged_ones_not() -> None:
     broker = Broker()
     management = Management(broker, "n1")
     c = Client(broker)
@@ -108,3 +111,21 @@ def test_rejected_and_expired_messages_are_dead_lettered() -> None:
     # messages are not dead-lettered (RabbitMQ's rule).
     assert counts(queue(management, "work"), *QUEUE) == (3, 1, 0, 1, 0, 0)
     assert counts(exchange(management, "dlx"), *EXCHANGE) == (1, 0, 1, 0)
+
+
+def test_recovered_messages_and_refused_publishes_are_not_counted() -> None:
+    snapshot = Snapshot(
+        queues=[QueueRecord("/", "a", False, {})],
+        messages={("/", "a"): [MessageRecord(40, "", "a", content(b"x"), False)]},
+    )
+    broker = Broker()
+    broker.recover(snapshot)
+    management = Management(broker, "n1")
+    c = Client(broker)
+    c.publish("", "a", b"y")
+    c.bind("a", "amq.headers", arguments={"x-match": "any", "k": 1})
+    with pytest.raises(AMQPError):  # 502: a headers table the exchange cannot read
+        c.session.handle_publish(c.ch, "amq.headers", "", False, False, undecodable_headers())
+    # One enqueued since start (the recovered one was enqueued before it), two in the queue.
+    assert counts(queue(management, "a"), *QUEUE) == (1, 0, 0, 0, 0, 2)
+    assert counts(exchange(management, "amq.headers"), *EXCHANGE) == (0, 0, 0, 0)

@@ -1041,7 +1041,7 @@ def test_a_usage_error_prints_its_line_first_and_an_option_of_another_command_is
     assert capsys.readouterr().err == (
         "amq-route link list: error: unrecognized arguments: --durable\n"
         "usage: amq-route link list [-h] [--timeout SECS] [--password-stdin]\n"
-        "                           [--password-file FILE]\n"
+        "                           [--password-file FILE] [--stats]\n"
         "                           [broker]\n"
     )
     with pytest.raises(SystemExit):
