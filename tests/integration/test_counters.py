@@ -25,7 +25,7 @@ from tests.integration.test_federation_routes import (
     wait_link,
 )
 from tests.nodes import NodeProcess
-from tests.proxy import TcpProxy
+from topology.proxy import TcpProxy
 
 BIN = Path(sys.executable).parent
 EXCHANGE = ("published", "routed", "unroutable", "dropped_looping")
