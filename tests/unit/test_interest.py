@@ -165,6 +165,18 @@ def test_resync_replaces_and_forget_drops_a_neighbour() -> None:
     assert table.forward("k2", None, None) == {}
 
 
+def test_held_counts_other_nodes_bindings_and_falls_in_hops_when_a_path_shortens() -> None:
+    table = InterestTable("a", "direct")
+    table.bind_local("own", {})  # a's own binding is not other nodes' interest
+    assert table.held() == (0, 0)
+    table.replace_from("c", {Advert.of("d", "k", {}, ("c", "b", "d"))})
+    assert table.held() == (1, 3)
+    table.replace_from("b", {Advert.of("d", "k", {}, ("b", "d")), Advert.of("b", "j", {}, ("b",))})
+    assert table.held() == (2, 3)  # d's k now over b (2 hops), and b's j (1 hop)
+    table.forget("b")
+    assert table.held() == (1, 3)
+
+
 def test_headers_interest_matches_on_arguments() -> None:
     table = InterestTable("a", "headers")
     table.replace_from("b", {Advert.of("b", "", {"x-match": "all", "region": "eu"}, ("b",))})
