@@ -36,6 +36,8 @@ def test_add_list_and_delete_exchange(management: Management) -> None:
         "routed": 0,
         "unroutable": 0,
         "dropped_looping": 0,
+        "interest": 0,
+        "interest_hops": 0,
     }
     management.call("exchanges.delete", {"name": "fed.topic"})
     assert "fed.topic" not in names(management.call("exchanges.list", {}))
