@@ -58,7 +58,7 @@ class World:
 
     def __init__(self, scenario: Scenario, forests: bool = True) -> None:
         self.scenario = scenario
-        self.topology: Topology = with_subscribers(scenario)
+        self.topology: Topology = with_subscribers(scenario, reachable_only=True)
         self._trace = Tracer(self.topology)
         self._transient = _transient_pairs(self.topology)
         #: Route publishes on plain forests in aggregate (simulations.hops); the tests turn it

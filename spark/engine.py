@@ -60,33 +60,25 @@ class _ClassPart:
 
 
 class _TreePart:
-    """Publishes into plain forests, routed in aggregate per tree and chunk of steps (spread
-    over every core: a repartition to a number of partitions is never coalesced by adaptive
-    execution)."""
+    """Publishes into plain forests, routed in aggregate per tree and run of keys (a run's
+    arrays bounded by trees.KEY_CELLS, a tree's runs spread over every core)."""
 
     def __init__(
-        self,
-        steps: DataFrame,
-        world: World,
-        forests: trees.Forests,
-        shared: Broadcast[Scenario],
-        parallelism: int,
+        self, steps: DataFrame, placed: DataFrame, shared: Broadcast[Scenario], parallelism: int
     ) -> None:
-        spark = steps.sparkSession
-        self.world, self.forests, self.shared, self.parallelism = world, forests, shared, parallelism
-        # Chunks of steps per tree: enough groups to keep every core busy (both sides of the
-        # deliveries' cogroup must be chunked alike).
-        self.chunks = 4 * parallelism
-        self.steps_count = world.scenario.steps
-        placed = F.broadcast(forests.placed_df(spark))
+        scenario = shared.value
+        self.shared, self.parallelism = shared, parallelism
+        self.keys_per_run = trees.run_keys(scenario.keys.size, len(scenario.topology.nodes), parallelism)
+        self.partitions = 4 * parallelism
         self.on_trees = (
-            trees.chunked(steps.join(placed, ["entry", "node"]), self.steps_count, self.chunks)
-            .repartition(parallelism, "tree", "chunk")
+            trees.with_runs(steps.join(placed, ["entry", "node"]), self.keys_per_run)
+            .repartition(self.partitions, *trees.RUN)
             .cache()
         )
+        self.runs = self.on_trees.select(*trees.RUN).distinct().cache()
         # What the trees' functions read: numbers only (strings cost a Python object per row).
-        self.cells = self.on_trees.select("tree", "chunk", "node_index", "key", "step", "messages", "bytes")
-        self.carried = trees.offered(self.cells, shared, forests).cache()
+        self.cells = self.on_trees.select(*trees.RUN, "node_index", "key", "step", "messages", "bytes")
+        self.carried = trees.offered(self.cells, shared, self.keys_per_run).cache()
 
     def crossed(self) -> DataFrame:
         return self.carried.where("crossed").select("link")
@@ -95,22 +87,22 @@ class _TreePart:
         return self.carried.drop("crossed")
 
     def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
-        spark = traffic.sparkSession
-        link_ms = trees.chunked(
-            traffic.select("link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")).join(
-                F.broadcast(self.forests.links_df(spark, self.world)), "link"
-            ),
-            self.steps_count,
-            self.chunks,
-        ).repartition(self.parallelism, "tree", "chunk")
-        return trees.deliveries(self.cells, link_ms, self.shared, self.forests)
+        # Only delays other than the link's latency travel (a task takes the latency for the rest).
+        delayed = traffic.where(F.col("delay_ms") > 0).select(
+            "link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")
+        )
+        links = trees.tree_links(self.runs.select(*trees.TREE).distinct(), self.shared)
+        link_ms = (
+            delayed.join(links, "link").join(self.runs, trees.TREE).repartition(self.partitions, *trees.RUN)
+        )
+        return trees.deliveries(self.cells, link_ms, self.shared, self.keys_per_run)
 
     def duplicates(self, failures: Failures) -> DataFrame | None:
         return None  # a plain forest delivers one copy per queue
 
     def routed(self) -> DataFrame:
-        keys = F.broadcast(self.forests.routed_keys_df(self.on_trees.sparkSession, self.world))
-        return self.on_trees.join(keys, ["tree", "key"]).select("cid")
+        keys = trees.routed_keys(self.runs, self.shared, self.keys_per_run)
+        return self.on_trees.join(keys, [*trees.TREE, "key"]).select("cid")
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -121,17 +113,19 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
     shared = spark.sparkContext.broadcast(scenario)
-    forests = trees.Forests.of(world)
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
-    events = jobs.publish_events(jobs.publish_sources(spark, scenario), key_draw(scenario.keys))
+    sources = jobs.publish_sources(spark, scenario)
+    events = jobs.publish_events(sources, key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     progress("routing", 0.2, 0.4)
+    placed = trees.placed(sources.select("entry", "node").distinct(), shared).cache()
+    on_trees = placed.count()
     parts: list[_ClassPart | _TreePart] = []
-    if forests.placed:
-        parts.append(_TreePart(steps, world, forests, shared, parallelism))
-    if not forests.placed or len(forests.placed) < len(publishing(scenario)):  # (an empty workload too)
-        by_class = steps.join(F.broadcast(forests.placed_df(spark)), ["entry", "node"], "left_anti")
+    if on_trees:
+        parts.append(_TreePart(steps, placed, shared, parallelism))
+    if not on_trees or on_trees < len(publishing(scenario)):  # (an empty workload too)
+        by_class = steps.join(placed.select("entry", "node"), ["entry", "node"], "left_anti")
         parts.append(_ClassPart(by_class, shared, parallelism))
     links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
     failures = Failures.of(
