@@ -117,6 +117,9 @@ class Scenario:
     publishers: tuple[Publishers, ...] = ()
     subscribers: tuple[Subscribers, ...] = ()
     failures: tuple[Failure, ...] = ()
+    #: The generator that made `topology` (None: read from a file): the Spark engine sends
+    #: executors this rather than the topology it makes (spark.shipping).
+    generator: GeneratorSpec | None = None
 
     @property
     def step_ms(self) -> int:
@@ -228,12 +231,16 @@ class _Reader(SectionReader):
                 for problem in err.problems:
                     self.problem(("topology", "file"), problem)
                 return None
-        spec = GeneratorSpec(**{key.replace("-", "_"): value for key, value in values.items()})
         try:
-            return generate(spec)
+            return generate(_spec(values))
         except ValueError as err:
             self.problem(("topology",), str(err))
             return None
+
+
+def _spec(topology: dict[str, Any]) -> GeneratorSpec:
+    """The generator a `[topology]` table without `file` names, with its sizes."""
+    return GeneratorSpec(**{key.replace("-", "_"): value for key, value in topology.items()})
 
 
 def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenario:
@@ -268,4 +275,5 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
             )
             for entry in values["failures"]
         ),
+        generator=None if "file" in values.get("topology", {}) else _spec(values.get("topology", {})),
     )

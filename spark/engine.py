@@ -1,8 +1,12 @@
 """The Spark engine: a scenario -> the Parquet tables of simulations.tables, by the jobs of
 spark.jobs (publishes routed class by class) and spark.trees (publishes into plain forests,
-routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value,
-so nothing assumes the driver's disk (only --out must be a path every executor can write:
-the same machine, a shared mount, or an hdfs:// or s3a:// URL).
+routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value of
+constant size (spark.shipping: a generated topology as its generator's spec), and what is per
+node or per link (which tree a publisher is on, a tree's links, links' properties, nodes'
+regions) is found on the executors (spark.trees, spark.props), so the driver holds no
+per-node table and collects only the links a failure takes down. Nothing assumes the
+driver's disk (only --out must be a path every executor can write: the same machine, a
+shared mount, or an hdfs:// or s3a:// URL).
 
 Each way of routing is a part of the run (`_ClassPart`, `_TreePart`) that says which links its
 publishes cross, what it offers to links, what it delivers and which classes reach a queue; a
@@ -15,16 +19,16 @@ from collections.abc import Callable
 from functools import reduce
 
 from pyspark import Broadcast
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
 from simulations.workload import key_draw, publishing
-from simulations.world import World, link_ends
-from spark import jobs, trees
+from simulations.world import World, link_id
+from spark import jobs, props, trees
 from spark.failures import Failures
-from spark.frames import local_frame
+from spark.shipping import shipped
 
 #: Told when the pipeline enters a stage, with the share of the work done before and after it.
 Progress = Callable[[str, float, float], None]
@@ -64,9 +68,13 @@ class _TreePart:
     arrays bounded by trees.KEY_CELLS, a tree's runs spread over every core)."""
 
     def __init__(
-        self, steps: DataFrame, placed: DataFrame, shared: Broadcast[Scenario], parallelism: int
+        self,
+        steps: DataFrame,
+        placed: DataFrame,
+        scenario: Scenario,
+        shared: Broadcast[Scenario],
+        parallelism: int,
     ) -> None:
-        scenario = shared.value
         self.shared, self.parallelism = shared, parallelism
         self.keys_per_run = trees.run_keys(scenario.keys.size, len(scenario.topology.nodes), parallelism)
         self.partitions = 4 * parallelism
@@ -112,10 +120,10 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet) -> dict[str, DataFrame]:
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
-    shared = spark.sparkContext.broadcast(scenario)
+    shared = spark.sparkContext.broadcast(shipped(scenario))
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
-    sources = jobs.publish_sources(spark, scenario)
+    sources = jobs.publish_sources(spark, scenario, shared)
     events = jobs.publish_events(sources, key_draw(scenario.keys))
     steps = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     progress("routing", 0.2, 0.4)
@@ -123,33 +131,26 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     on_trees = placed.count()
     parts: list[_ClassPart | _TreePart] = []
     if on_trees:
-        parts.append(_TreePart(steps, placed, shared, parallelism))
+        parts.append(_TreePart(steps, placed, scenario, shared, parallelism))
     if not on_trees or on_trees < len(publishing(scenario)):  # (an empty workload too)
         by_class = steps.join(placed.select("entry", "node"), ["entry", "node"], "left_anti")
         parts.append(_ClassPart(by_class, shared, parallelism))
-    links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
+    crossed = _union([p.crossed() for p in parts]).distinct().cache()
+    # Only the links a failure takes down come to the driver (a node's links, a link's ends).
+    links = sorted(row.link for row in crossed.where(_failing(scenario)).collect())
     failures = Failures.of(
         world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms
     )
     progress("traffic", 0.4, 0.6)
-    props = [(link, *link_ends(link), *_props(world, link)) for link in links]
-    link_df = local_frame(
-        spark,
-        props,
-        "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
-    )
     offered = (
         _union([p.offered(failures) for p in parts])
         .groupBy("link", "step")
         .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
     )
+    link_df = props.link_props(crossed, shared)
     traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
-    nodes = local_frame(
-        spark,
-        [(name, node.region) for name, node in world.topology.nodes.items()],
-        "node string, region string",
-    )
+    nodes = props.node_regions(spark, len(scenario.topology.nodes), shared).cache()
     delivered = _union([p.deliveries(traffic, failures) for p in parts]).cache()
     duplicated = [d for d in (p.duplicates(failures) for p in parts) if d is not None]
     queues = jobs.queue_table(delivered, _union(duplicated) if duplicated else None).cache()
@@ -163,9 +164,13 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     return {table: df.select(*(column for column, _ in COLUMNS[table])) for table, df in found.items()}
 
 
-def _props(world: World, link: str) -> tuple[int, int, int]:
-    props = world.props(link)
-    return props.latency_ms, props.capacity_msgs, props.capacity_bytes
+def _failing(scenario: Scenario) -> Column:
+    """A link (column `link`) that some failure of the scenario takes down."""
+    source, destination = F.split("link", ">")[0], F.split("link", ">")[1]
+    nodes = [failure.node for failure in scenario.failures if failure.node is not None]
+    pairs = [link_id(*failure.link) for failure in scenario.failures if failure.link is not None]
+    pairs += [link_id(*reversed(failure.link)) for failure in scenario.failures if failure.link is not None]
+    return source.isin(*nodes) | destination.isin(*nodes) | F.col("link").isin(*pairs)
 
 
 def run(spark: SparkSession, scenario: Scenario, out: str, progress: Progress = _quiet) -> None:
