@@ -147,7 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         engines = tuple(args.engines.split(","))
         if not set(engines) <= set(simulation.ENGINES):
             parser.error(f"--engines takes {', '.join(simulation.ENGINES)}, not {args.engines!r}")
-        results = simulation.run(nodes, engines, args.master, args.timeout, args.cap)
+        results = simulation.run(
+            nodes,
+            engines,
+            args.master,
+            args.timeout,
+            args.cap,
+            lambda found: simulation.write(found, args.out),
+        )
         simulation.write(results, args.out)
         print(f"wrote {args.out} and {simulation.RESULTS_JSON}")
         return 0

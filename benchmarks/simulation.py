@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,7 +37,7 @@ SIZES = ((3, 3, 10_000), (5, 6, 100_000), (8, 10, 1_000_000))
 DURATION = 60
 #: Nodes of the scale table's scenarios.
 NODES = (1_000, 10_000, 50_000, 100_000)
-ENGINES = ("reference", "spark")
+ENGINES = ("spark", "reference")
 #: A run is stopped past these: seconds, and MiB over its whole process tree.
 TIMEOUT_S = 1800.0
 MEMORY_CAP_MB = 14_000.0
@@ -148,15 +149,14 @@ to = 30
 
 
 def measure(
-    command: list[str], timeout_s: float, cap_mb: float
+    command: list[str], log: Path, timeout_s: float, cap_mb: float
 ) -> tuple[str, float, float, float, float, str]:
-    """Run `command` in a session of its own, sampling its process tree every second:
-    (outcome, wall s, CPU s, peak tree MiB, largest process peak MiB, that process). The
-    whole session is stopped past the time limit or the memory cap."""
+    """Run `command` in a session of its own, its output into `log`, sampling its process
+    tree every second: (outcome, wall s, CPU s, peak tree MiB, largest process peak MiB, that
+    process). The whole session is stopped past the time limit or the memory cap."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
     ticks: dict[int, int] = {}
     peaks: dict[int, tuple[float, str]] = {}
     peak_tree = 0.0
@@ -183,10 +183,7 @@ def measure(
     wall = time.monotonic() - started
     if outcome == "finished" and process.returncode != 0:
         outcome = f"failed (exit {process.returncode})"
-        err = process.stderr.read().decode(errors="replace") if process.stderr else ""
-        print(err[-2000:], file=sys.stderr)
-    if process.stderr:
-        process.stderr.close()
+        print(log.read_text(errors="replace")[-2000:], file=sys.stderr)
     largest, name = max(peaks.values(), default=(0.0, "-"))
     return outcome, wall, sum(ticks.values()) / CLOCK_TICKS, peak_tree, largest, name
 
@@ -217,8 +214,22 @@ def run(
     master: str = "local[*]",
     timeout_s: float = TIMEOUT_S,
     cap_mb: float = MEMORY_CAP_MB,
+    measured_one: Callable[[dict[str, Any]], None] = lambda results: None,
 ) -> dict[str, Any]:
+    """Every size with every engine; `measured_one` is given the results so far after each
+    run (a long benchmark leaves what it measured if it is stopped)."""
     found: list[Measured] = []
+
+    def results() -> dict[str, Any]:
+        return {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "master": master,
+            "timeout_s": timeout_s,
+            "cap_mb": cap_mb,
+            "runs": [asdict(m) for m in found],
+        }
+
     with tempfile.TemporaryDirectory() as tmp:
         for count in nodes:
             path = Path(tmp) / f"regions-{count}.toml"
@@ -231,11 +242,18 @@ def run(
                 out = Path(tmp) / f"{engine}-{count}"
                 command = [sys.executable, "-m", "simulations.cli", "run", str(path), "--engine", engine]
                 command += ["--out", str(out)] + (["--master", master] if engine == "spark" else [])
-                measured = Measured(count, bindings, events, engine, *measure(command, timeout_s, cap_mb))
+                measured = Measured(
+                    count,
+                    bindings,
+                    events,
+                    engine,
+                    *measure(command, Path(tmp) / f"{engine}-{count}.log", timeout_s, cap_mb),
+                )
                 found.append(measured)
                 if measured.outcome == "finished":
                     outs[engine] = out
                 print(f"simulation benchmark: {measured}", flush=True)
+                measured_one(results())
             if len(outs) == 2:
                 equal = all(
                     normalised(t, read(outs["reference"], t)).equals(normalised(t, read(outs["spark"], t)))
@@ -243,17 +261,18 @@ def run(
                 )
                 for measured in found[-2:]:
                     measured.equal = equal
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "master": master,
-        "timeout_s": timeout_s,
-        "cap_mb": cap_mb,
-        "runs": [asdict(m) for m in found],
-    }
+                measured_one(results())
+    return results()
 
 
 def write(results: dict[str, Any], docs: Path) -> None:
+    """The JSON and the document's section, with the runs of earlier invocations of sizes and
+    engines this one did not run kept (so the largest sizes can be run apart)."""
+    before = json.loads(RESULTS_JSON.read_text()).get("runs", []) if RESULTS_JSON.exists() else []
+    ran = {(r["nodes"], r["engine"]) for r in results["runs"]}
+    kept = [r for r in before if (r["nodes"], r["engine"]) not in ran]
+    runs = sorted([*kept, *results["runs"]], key=lambda r: (r["nodes"], r["engine"]))
+    results = {**results, "runs": runs}
     RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
     _plot(results, docs.parent / PLOT)
     equal = {True: "yes", False: "**NO**", None: "-"}

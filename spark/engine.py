@@ -109,7 +109,8 @@ class _TreePart:
         return None  # a plain forest delivers one copy per queue
 
     def routed(self) -> DataFrame:
-        keys = trees.routed_keys(self.runs, self.shared, self.keys_per_run)
+        # (trees x keys rows, whatever the topology's size)
+        keys = F.broadcast(trees.routed_keys(self.runs, self.shared, self.keys_per_run))
         return self.on_trees.join(keys, [*trees.TREE, "key"]).select("cid")
 
 

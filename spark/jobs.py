@@ -228,7 +228,9 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
     capacity_bytes (per second). A transient link that goes down loses what it holds (a new
     segment of the running sums starts there) and what arrives while down; a durable one
     buffers (capacity 0) and drains at capacity after."""
-    grid = links.crossJoin(links.sparkSession.range(steps).withColumnRenamed("id", "step"))
+    # The steps broadcast (a few rows): with links computed on executors, of unknown size,
+    # Spark would otherwise make a cartesian product that computes the links again per pair.
+    grid = links.crossJoin(F.broadcast(links.sparkSession.range(steps).withColumnRenamed("id", "step")))
     df = grid.join(offered_df, ["link", "step"], "left").fillna(0, ["messages", "bytes"])
     link, step = F.col("link"), F.col("step")
     by_step = Window.partitionBy("link").orderBy("step")
