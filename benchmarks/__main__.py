@@ -91,12 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     checks.add_argument(
         "--out", type=Path, default=Path("docs/benchmarks.md"), help="report to put its section in"
     )
-    sim = sub.add_parser("simulation", help="amq-sim: the Spark engine against the reference engine by size")
+    sim = sub.add_parser("simulation", help="amq-sim: time and peak memory of both engines against nodes")
     sim.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     sim.add_argument(
-        "--sizes",
-        default=",".join(f"{h}x{e}x{n}" for h, e, n in simulation.SIZES),
-        help="HUBSxEDGESxEVENTS,... (default: %(default)s)",
+        "--nodes",
+        default=",".join(str(n) for n in simulation.NODES),
+        help="node counts, comma-separated (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--engines", default=",".join(simulation.ENGINES), help="engines to run (default: %(default)s)"
+    )
+    sim.add_argument(
+        "--timeout", type=float, default=simulation.TIMEOUT_S, help="seconds before a run is stopped"
+    )
+    sim.add_argument(
+        "--cap",
+        type=float,
+        default=simulation.MEMORY_CAP_MB,
+        help="MiB over a run's process tree before it is stopped (default: %(default)s)",
     )
     sim.add_argument(
         "--out", type=Path, default=Path("docs/simulation.md"), help="document to put its section in"
@@ -128,8 +140,21 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     if args.command == "simulation":
-        sizes = tuple(_size(parser, "--sizes", size) for size in args.sizes.split(","))
-        results = simulation.run(sizes, args.master)
+        try:
+            nodes = tuple(int(n) for n in args.nodes.split(","))
+        except ValueError:
+            parser.error(f"--nodes must be node counts separated by commas, not {args.nodes!r}")
+        engines = tuple(args.engines.split(","))
+        if not set(engines) <= set(simulation.ENGINES):
+            parser.error(f"--engines takes {', '.join(simulation.ENGINES)}, not {args.engines!r}")
+        results = simulation.run(
+            nodes,
+            engines,
+            args.master,
+            args.timeout,
+            args.cap,
+            lambda found: simulation.write(found, args.out),
+        )
         simulation.write(results, args.out)
         print(f"wrote {args.out} and {simulation.RESULTS_JSON}")
         return 0

@@ -1,12 +1,12 @@
-"""``python -m benchmarks simulation``: the Spark engine against the reference engine on the
-same generated scenarios, in the same run, at growing sizes (nodes, bindings, events); a table
-and a log-log plot of the seconds each takes go into docs/simulation.md.
+"""``python -m benchmarks simulation``: both engines on regions-10k's shape at growing sizes
+(1,000 to 100,000 nodes: a root, a hub per 100 nodes, 100 bindings and 1,000 publishes per
+node), each size and engine as `amq-sim run` in a process of its own, its whole process tree
+(driver, JVM, Python workers) sampled every second for memory and CPU time. A run over the
+memory cap or the time limit is stopped and reported as such, with the peak it had reached.
+Where both engines finish, their tables must be equal. The table and a plot go into
+docs/simulation.md.
 
-Each size runs the reference engine, the reference engine routing every class by its paths
-(no aggregate routing of plain forests: the plain oracle), then the Spark engine on one
-local[*] session started and warmed by one run beforehand (both reported apart: they are
-paid once per run of amq-sim, not per size), each writing its Parquet tables; the tables must be equal, or the size
-is reported as such.
+`scenario` and SIZES are the small hierarchies `python -m benchmarks workers` runs.
 """
 
 from __future__ import annotations
@@ -14,36 +14,98 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simulations import reference
 from simulations.scenario import Scenario, load_scenario_text
-from simulations.tables import COLUMNS, normalised, read, write_frame
+from simulations.tables import COLUMNS, normalised, read
+from simulations.workload import publishing, step_counts
 
 from . import sections
+from .procstats import CLOCK_TICKS, process_tree
 
-#: (hubs, edges per hub, events wanted): the sizes measured by default.
+#: (hubs, edges per hub, events wanted): `python -m benchmarks workers`'s sizes.
 SIZES = ((3, 3, 10_000), (5, 6, 100_000), (8, 10, 1_000_000))
 DURATION = 60
+#: Nodes of the scale table's scenarios.
+NODES = (1_000, 10_000, 50_000, 100_000)
+ENGINES = ("spark", "reference")
+#: A run is stopped past these: seconds, and MiB over its whole process tree.
+TIMEOUT_S = 1800.0
+MEMORY_CAP_MB = 14_000.0
 RESULTS_JSON = Path(__file__).parent / "results" / "simulation.json"
 PLOT = "simulation-scaling.png"
 
 
 @dataclass
-class Size:
+class Measured:
+    """One engine's run of one size."""
+
     nodes: int
     bindings: int
     events: int
-    classes: int
-    reference_s: float
-    by_class_s: float
-    spark_s: float
-    equal: bool
+    engine: str
+    #: "finished", "failed (exit N)", "over the memory cap" or "over the time limit".
+    outcome: str
+    wall_s: float
+    cpu_s: float
+    #: Peak of the sum of every process's resident memory, sampled each second (MiB).
+    peak_tree_mb: float
+    #: The largest peak (VmHWM) of any one process of the tree, and which (MiB).
+    peak_process_mb: float
+    peak_process: str
+    equal: bool | None = None
+
+
+def regions(nodes: int) -> str:
+    """simulations/regions-10k.toml's shape at `nodes` nodes (a hub per 100 nodes; 2 topic
+    and 98 audit bindings per node; each edge node publishing 1.6855 msg/s for 600 s)."""
+    return f"""[scenario]
+name = "regions-{nodes}"
+seed = 10_000
+duration = 600
+step = 5.0
+[topology]
+generator = "hierarchy"
+seed = 10_000
+hubs = {max(1, nodes // 100)}
+nodes = {nodes}
+fanout_federation = "sim.fanout"
+[links.default]
+latency_ms = 5
+capacity_msgs = 20_000
+capacity_bytes = 40_000_000
+[keys]
+words = [10, 10, 10]
+distribution = "zipf"
+zipf_s = 1.1
+[[publishers]]
+nodes = "edge-*"
+exchange = "sim.topic"
+rate = 1.6855
+size = 512
+[[subscribers]]
+nodes = "*"
+exchange = "sim.topic"
+type = "topic"
+queue = "feed"
+count = 2
+wildcards = 0.3
+[[subscribers]]
+nodes = "*"
+exchange = "sim.fanout"
+type = "direct"
+queue = "audit"
+count = 98
+"""
 
 
 def scenario(hubs: int, edges: int, events: int) -> Scenario:
@@ -86,107 +148,157 @@ to = 30
     )
 
 
-def run(sizes: tuple[tuple[int, int, int], ...] = SIZES, master: str = "local[*]") -> dict[str, Any]:
-    from spark import engine
-    from spark.session import spark_session
+def measure(
+    command: list[str], log: Path, timeout_s: float, cap_mb: float
+) -> tuple[str, float, float, float, float, str]:
+    """Run `command` in a session of its own, its output into `log`, sampling its process
+    tree every second: (outcome, wall s, CPU s, peak tree MiB, largest process peak MiB, that
+    process). The whole session is stopped past the time limit or the memory cap."""
+    started = time.monotonic()
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    ticks: dict[int, int] = {}
+    peaks: dict[int, tuple[float, str]] = {}
+    peak_tree = 0.0
+    outcome = "finished"
+    while process.poll() is None:
+        total = 0.0
+        for pid in process_tree(process.pid):
+            found = _status(pid)
+            if found is not None:
+                rss, hwm, cpu, name = found
+                total += rss
+                ticks[pid] = max(ticks.get(pid, 0), cpu)
+                if hwm > peaks.get(pid, (0.0, ""))[0]:
+                    peaks[pid] = (hwm, name)
+        peak_tree = max(peak_tree, total)
+        over = "over the memory cap" if total > cap_mb else None
+        over = over or ("over the time limit" if time.monotonic() - started > timeout_s else None)
+        if over:
+            outcome = over
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            break
+        time.sleep(1.0)
+    wall = time.monotonic() - started
+    if outcome == "finished" and process.returncode != 0:
+        outcome = f"failed (exit {process.returncode})"
+        print(log.read_text(errors="replace")[-2000:], file=sys.stderr)
+    largest, name = max(peaks.values(), default=(0.0, "-"))
+    return outcome, wall, sum(ticks.values()) / CLOCK_TICKS, peak_tree, largest, name
 
-    started = time.perf_counter()
-    spark = spark_session(master)
-    spark.sparkContext.setLogLevel("ERROR")
-    session_s = time.perf_counter() - started
-    found = []
+
+def _status(pid: int) -> tuple[float, float, int, str] | None:
+    """(resident MiB, peak resident MiB, CPU ticks, short name) of a live process."""
     try:
-        # The first run on a session starts the Python workers and warms the JVM; timed apart,
-        # as the session's start is, so that the sizes compare work with work.
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory() as tmp:
-            engine.run(spark, scenario(*sizes[0]), tmp)
-        warm_up_s = time.perf_counter() - started
-        for hubs, edges, events in sizes:
-            s = scenario(hubs, edges, events)
-            with tempfile.TemporaryDirectory() as tmp:
-                ref_out, by_class_out, spark_out = (
-                    Path(tmp) / name for name in ("reference", "class", "spark")
+        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    values = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Vm")}
+    fields = stat[stat.rindex(")") + 2 :].split()
+    words = [w.decode(errors="replace") for w in cmdline if w]
+    name = "java" if words and words[0].endswith("java") else " ".join(words[1:3]) if len(words) > 1 else "?"
+    return (
+        int(values.get("VmRSS", 0)) / 1024,
+        int(values.get("VmHWM", 0)) / 1024,
+        int(fields[11]) + int(fields[12]),
+        name,
+    )
+
+
+def run(
+    nodes: tuple[int, ...] = NODES,
+    engines: tuple[str, ...] = ENGINES,
+    master: str = "local[*]",
+    timeout_s: float = TIMEOUT_S,
+    cap_mb: float = MEMORY_CAP_MB,
+    measured_one: Callable[[dict[str, Any]], None] = lambda results: None,
+) -> dict[str, Any]:
+    """Every size with every engine; `measured_one` is given the results so far after each
+    run (a long benchmark leaves what it measured if it is stopped)."""
+    found: list[Measured] = []
+
+    def results() -> dict[str, Any]:
+        return {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "master": master,
+            "timeout_s": timeout_s,
+            "cap_mb": cap_mb,
+            "runs": [asdict(m) for m in found],
+        }
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in nodes:
+            path = Path(tmp) / f"regions-{count}.toml"
+            path.write_text(regions(count))
+            s = load_scenario_text(path.read_text(), str(path))
+            events = sum(int(step_counts(s, s.publishers[e]).sum()) for e, _ in publishing(s))
+            bindings = sum(sub.count for sub in s.subscribers) * len(s.topology.nodes)
+            outs = {}
+            for engine in engines:
+                out = Path(tmp) / f"{engine}-{count}"
+                command = [sys.executable, "-m", "simulations.cli", "run", str(path), "--engine", engine]
+                command += ["--out", str(out)] + (["--master", master] if engine == "spark" else [])
+                measured = Measured(
+                    count,
+                    bindings,
+                    events,
+                    engine,
+                    *measure(command, Path(tmp) / f"{engine}-{count}.log", timeout_s, cap_mb),
                 )
-                t0 = time.perf_counter()
-                reference.run(s, ref_out)
-                t1 = time.perf_counter()
-                for table, frame in reference.tables(s, forests=False).items():
-                    write_frame(table, frame, by_class_out)
-                t2 = time.perf_counter()
-                engine.run(spark, s, str(spark_out))
-                t3 = time.perf_counter()
+                found.append(measured)
+                if measured.outcome == "finished":
+                    outs[engine] = out
+                print(f"simulation benchmark: {measured}", flush=True)
+                measured_one(results())
+            if len(outs) == 2:
                 equal = all(
-                    normalised(t, read(ref_out, t)).equals(normalised(t, read(out, t)))
+                    normalised(t, read(outs["reference"], t)).equals(normalised(t, read(outs["spark"], t)))
                     for t in COLUMNS
-                    for out in (by_class_out, spark_out)
                 )
-                published = int(read(ref_out, "nodes")["published"].sum())
-            topology_bindings = len(reference_world_bindings(s))
-            found.append(
-                Size(
-                    len(s.topology.nodes),
-                    topology_bindings,
-                    published,
-                    classes(s),
-                    t1 - t0,
-                    t2 - t1,
-                    t3 - t2,
-                    equal,
-                )
-            )
-            print(f"simulation benchmark: {found[-1]}", flush=True)
-    finally:
-        spark.stop()
-    return {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "master": master,
-        "session_s": session_s,
-        "warm_up_s": warm_up_s,
-        "sizes": [asdict(size) for size in found],
-    }
-
-
-def reference_world_bindings(s: Scenario) -> list[Any]:
-    from simulations.workload import with_subscribers
-
-    return list(with_subscribers(s).bindings)
-
-
-def classes(s: Scenario) -> int:
-    """Classes of publish the workload can make (publishing nodes x keys)."""
-    from simulations.workload import publishing
-
-    return len(publishing(s)) * s.keys.size
+                for measured in found[-2:]:
+                    measured.equal = equal
+                measured_one(results())
+    return results()
 
 
 def write(results: dict[str, Any], docs: Path) -> None:
+    """The JSON and the document's section, with the runs of earlier invocations of sizes and
+    engines this one did not run kept (so the largest sizes can be run apart)."""
+    before = json.loads(RESULTS_JSON.read_text()).get("runs", []) if RESULTS_JSON.exists() else []
+    ran = {(r["nodes"], r["engine"]) for r in results["runs"]}
+    kept = [r for r in before if (r["nodes"], r["engine"]) not in ran]
+    runs = sorted([*kept, *results["runs"]], key=lambda r: (r["nodes"], r["engine"]))
+    results = {**results, "runs": runs}
     RESULTS_JSON.write_text(json.dumps(results, indent=2) + "\n")
     _plot(results, docs.parent / PLOT)
+    equal = {True: "yes", False: "**NO**", None: "-"}
     rows = [
-        f"| {s['nodes']:,} | {s['bindings']:,} | {s['events']:,} | {s['reference_s']:.1f} | "
-        f"{s['by_class_s']:.1f} | {s['spark_s']:.1f} | {s['reference_s'] / s['spark_s']:.2f} | "
-        f"{s['by_class_s'] / s['spark_s']:.2f} | {'yes' if s['equal'] else '**NO**'} |"
-        for s in results["sizes"]
+        f"| {r['nodes']:,} | {r['bindings']:,} | {r['events']:,} | {r['engine']} | {r['outcome']} | "
+        f"{r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['peak_tree_mb'] / 1024:.1f} | "
+        f"{r['peak_process_mb'] / 1024:.1f} ({r['peak_process']}) | {equal[r['equal']]} |"
+        for r in results["runs"]
     ]
     begin, end = sections.MARKERS["simulation"]
     text = "\n".join(
         [
             begin,
-            f"Measured {results['when']} on {results['machine']}, Spark master `{results['master']}`, "
-            f"by `python -m benchmarks simulation`; the session took {results['session_s']:.1f} s to start "
-            f"and a first, untimed run of the smallest size {results['warm_up_s']:.1f} s (workers "
-            "started, JVM warmed: both paid once per run of amq-sim, not counted below). Seconds end to end per scenario, Parquet written; "
-            "`every class` is the reference engine routing every class by its paths "
-            "(`reference.tables(..., forests=False)`), the plain oracle the tests compare with.",
+            f"Measured {results['when']} on {results['machine']}, Spark master `{results['master']}`, by "
+            f"`python -m benchmarks simulation`: each run is `amq-sim run` in a process of its own, Parquet "
+            f"written, its whole process tree sampled every second; a run is stopped past "
+            f"{results['timeout_s']:.0f} s or {results['cap_mb'] / 1024:.1f} GiB over the tree. CPU is "
+            "the tree's user and system time (the machine is shared: wall time moves with its load, "
+            "CPU time much less).",
             "",
-            "| nodes | bindings | events | reference (s) | every class (s) | spark (s) | reference / spark "
-            "| every class / spark | tables equal |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|:---:|",
+            "| nodes | bindings | publishes | engine | outcome | wall (s) | CPU (s) | peak, process tree (GiB) "
+            "| peak, largest process (GiB) | tables equal |",
+            "|---:|---:|---:|:---|:---|---:|---:|---:|---:|:---:|",
             *rows,
             "",
-            f"![seconds per run against events, log-log]({PLOT})",
+            f"![seconds and peak memory against nodes]({PLOT})",
             end,
             "",
         ]
@@ -200,15 +312,20 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = results["sizes"]
-    events = [s["events"] for s in sizes]
-    figure, axes = plt.subplots(figsize=(6, 4))
-    axes.loglog(events, [s["reference_s"] for s in sizes], "o-", label="reference (one process)")
-    axes.loglog(events, [s["by_class_s"] for s in sizes], "^-", label="reference, every class by its paths")
-    axes.loglog(events, [s["spark_s"] for s in sizes], "s-", label=f"spark ({results['master']})")
-    axes.set_xlabel("publish events")
-    axes.set_ylabel("seconds")
-    axes.set_title("amq-sim: cost against size")
-    axes.legend()
+    figure, (seconds, memory) = plt.subplots(1, 2, figsize=(10, 4))
+    for engine, mark in (("reference", "o-"), ("spark", "s-")):
+        runs = [r for r in results["runs"] if r["engine"] == engine]
+        done = [r for r in runs if r["outcome"] == "finished"]
+        seconds.loglog([r["nodes"] for r in done], [r["wall_s"] for r in done], mark, label=engine)
+        memory.semilogx(
+            [r["nodes"] for r in runs], [r["peak_tree_mb"] / 1024 for r in runs], mark, label=engine
+        )
+    seconds.set_xlabel("nodes")
+    seconds.set_ylabel("seconds (finished runs)")
+    memory.set_xlabel("nodes")
+    memory.set_ylabel("peak memory, process tree (GiB)")
+    for axes in (seconds, memory):
+        axes.legend()
+    figure.suptitle("amq-sim: cost against size")
     figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)

@@ -23,7 +23,9 @@ from topology.model import Binding, Exchange, Federation, Node, Route, Topology
 EXCHANGE = "sim.topic"
 HOST = "127.0.0.1"
 FIRST_PORT = 10_000
-MAX_NODES = 55_000
+#: Nodes per loopback address (ports FIRST_PORT onwards); the next ones go on 127.0.0.2, ...
+PER_HOST = 55_000
+MAX_NODES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class _Layout:
 
     def topology(self, name: str, fanout: str | None) -> Topology:
         nodes = {
-            node: Node(node, HOST, FIRST_PORT + index, region=region)
+            node: Node(node, _host(index), FIRST_PORT + index % PER_HOST, region=region)
             for index, (node, region) in enumerate(self.regions.items())
         }
         exchanges = [Exchange(node, EXCHANGE, "topic") for node in nodes]
@@ -109,6 +111,12 @@ class _Layout:
         return Topology(
             name, f"<{name}>", nodes, tuple(exchanges), routes=tuple(routes), federations=tuple(federations)
         )
+
+
+def _host(index: int) -> str:
+    """The loopback address of node number `index` (127.0.0.1 for the first PER_HOST)."""
+    number = 1 + index // PER_HOST
+    return HOST if number == 1 else f"127.0.{number // 256}.{number % 256}"
 
 
 def _hub(index: int) -> str:

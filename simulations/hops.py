@@ -104,7 +104,7 @@ def _reuse_freed_arrays() -> None:
 class TreeTraffic:
     """The publishes of one exchange on one tree of its plain forest, by (node, key, step)."""
 
-    def __init__(self, forest: PlainForest, tree: int, keys: KeySpace) -> None:
+    def __init__(self, forest: PlainForest, tree: int, keys: KeySpace, chunk: range | None = None) -> None:
         _reuse_freed_arrays()
         order = forest.trees[tree]
         self.nodes = [node for node, _ in order]
@@ -123,23 +123,27 @@ class TreeTraffic:
             link_id(self.nodes[p], node) if p >= 0 else ""
             for node, p in zip(self.nodes, self.parent, strict=True)
         ]
-        matched = np.zeros((len(order), keys.size), dtype=np.int64)
+        #: The keys covered, a run of key numbers (None: all of them). Every array is nodes x
+        #: these keys and no key's sums touch another's, so traffic split by runs of keys adds
+        #: up to the whole (the Spark engine's tasks each take one run of a large tree).
+        self.chunk = range(keys.size) if chunk is None else chunk
+        matched = np.zeros((len(order), len(self.chunk)), dtype=np.int64)
         queue_keys: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for key in range(keys.size):
+        for column, key in enumerate(self.chunk):
             message = (routing_key(keys, key), headers_of(keys, key))
-            matched[[self.index[node] for node in forest.matched(tree, *message)], key] = 1
+            matched[[self.index[node] for node in forest.matched(tree, *message)], column] = 1
             for pair in forest.queues(tree, *message):
-                queue_keys[pair].append(key)
+                queue_keys[pair].append(column)
         #: Per node and key: some node of M(k) is below it (itself included), or not below it.
         inside = self._up_sum(matched)
         self.below = (inside > 0).astype(np.int64)
         self.above = (inside[0] - inside > 0).astype(np.int64)
         self.pairs = sorted(queue_keys)
         self.pair_node = np.array([self.index[node] for node, _ in self.pairs], dtype=np.int64)
-        self.queue_keys = np.zeros((len(self.pairs), keys.size), dtype=np.int64)
+        self.queue_keys = np.zeros((len(self.pairs), len(self.chunk)), dtype=np.int64)
         for number, pair in enumerate(self.pairs):
             self.queue_keys[number, queue_keys[pair]] = 1
-        self.keys = keys.size
+        self.keys = len(self.chunk)
         #: Per step, cells added since the step's array was last made, then the array alone
         #: (a list of tuples holds about 2.5 times its array's bytes; regions-10k's reference
         #: run peaked at 5.7 GB with both kept, 4.8 GB with the array alone).
@@ -229,9 +233,10 @@ class TreeTraffic:
     # -- one step (or any set of publishes) ----------------------------------------------------
 
     def dense(self, cells: np.ndarray) -> np.ndarray:
-        """Rows (node number, key, messages, bytes) -> node x key x [messages, bytes]."""
+        """Rows (node number, key number, messages, bytes), keys in the chunk -> node x key
+        (of the chunk) x [messages, bytes]."""
         dense = np.zeros((len(self.nodes), self.keys, 2), dtype=np.int64)
-        np.add.at(dense, (cells[:, 0], cells[:, 1]), cells[:, 2:4])
+        np.add.at(dense, (cells[:, 0], cells[:, 1] - self.chunk.start), cells[:, 2:4])
         return dense
 
     def routed_keys(self) -> np.ndarray:

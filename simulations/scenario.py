@@ -153,6 +153,9 @@ class Scenario:
     failures: tuple[Failure, ...] = ()
     #: A failed node's restart time unless its failure gives one.
     restart: float = NODE_RESTART
+    #: The generator that made `topology` (None: read from a file): the Spark engine sends
+    #: executors this rather than the topology it makes (spark.shipping).
+    generator: GeneratorSpec | None = None
 
     @property
     def step_ms(self) -> int:
@@ -301,12 +304,16 @@ class _Reader(SectionReader):
         if "publishers_rate" in values:
             self.problem(("topology", "publishers_rate"), "only with 'file' (a generator has no publishers)")
             values = {key: value for key, value in values.items() if key != "publishers_rate"}
-        spec = GeneratorSpec(**{key.replace("-", "_"): value for key, value in values.items()})
         try:
-            return generate(spec)
+            return generate(_spec(values))
         except ValueError as err:
             self.problem(("topology",), str(err))
             return None
+
+
+def _spec(topology: dict[str, Any]) -> GeneratorSpec:
+    """The generator a `[topology]` table without `file` names, with its sizes."""
+    return GeneratorSpec(**{key.replace("-", "_"): value for key, value in topology.items()})
 
 
 def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenario:
@@ -351,6 +358,7 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
             for entry in values["failures"]
         ),
         restart=head.get("restart", NODE_RESTART),
+        generator=None if "file" in values.get("topology", {}) else _spec(values.get("topology", {})),
     )
 
 

@@ -69,17 +69,32 @@ def matching(topology: Topology, pattern: str) -> list[str]:
 # -- subscribers --------------------------------------------------------------------------------
 
 
-def with_subscribers(scenario: Scenario) -> Topology:
-    """The scenario's topology with its subscribers' queues and bindings added."""
+def reachable_exchanges(scenario: Scenario) -> frozenset[str]:
+    """The exchange names a publish can reach: its publishers' and those queue routes publish
+    into. In the planner's model (topology.flow) a copy changes exchange only at a queue
+    route; dynamic and exchange routes and federations carry it on an exchange of its name."""
+    routes = {route.exchange for route in scenario.topology.routes if route.kind == "queue"}
+    return frozenset({publishers.exchange for publishers in scenario.publishers} | routes)
+
+
+def with_subscribers(scenario: Scenario, reachable_only: bool = False) -> Topology:
+    """The scenario's topology with its subscribers' queues and bindings added; with
+    `reachable_only`, the bindings of subscribers on exchanges no publish reaches are left
+    out (their queues are still declared): routing never reads them, and regions-10k's 98
+    audit bindings per node on sim.fanout were 98% of the World's bindings."""
     topology = scenario.topology
     queues = list(topology.queues)
     declared = {(q.node, q.name) for q in queues}
     bindings = list(topology.bindings)
+    reachable = reachable_exchanges(scenario)
     for entry, subscribers in enumerate(scenario.subscribers):
+        drawn = not reachable_only or subscribers.exchange in reachable
         for node in matching(topology, subscribers.nodes):
             if (node, subscribers.queue) not in declared:
                 declared.add((node, subscribers.queue))
                 queues.append(Queue(node, subscribers.queue))
+            if not drawn:
+                continue
             rng = random.Random(f"{scenario.seed}:sub:{entry}:{node}")
             for _ in range(subscribers.count if subscribers.type != "fanout" else min(1, subscribers.count)):
                 key, arguments = _draw_binding(scenario.keys, subscribers, rng)

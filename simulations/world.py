@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from simulations.recovery import Recovery, carriers
@@ -61,14 +62,19 @@ class World:
 
     def __init__(self, scenario: Scenario, forests: bool = True) -> None:
         self.scenario = scenario
-        self.topology: Topology = with_subscribers(scenario)
-        self._trace = Tracer(self.topology)
+        self.topology: Topology = with_subscribers(scenario, reachable_only=True)
         self._transient = _transient_pairs(self.topology)
         self._recovery = Recovery(self.topology, scenario.failures, scenario.restart)
         #: Route publishes on plain forests in aggregate (simulations.hops); the tests turn it
         #: off to compare with routing every class by its paths.
         self._forests = forests
         self._forest: dict[str, PlainForest | None] = {}
+
+    @cached_property
+    def _trace(self) -> Tracer:
+        """The planner's model, built on first use (converging interest is the World's costly
+        part; the Spark engine's driver reads only links' properties and durability)."""
+        return Tracer(self.topology)
 
     def forest(self, entry: int, node: str) -> tuple[PlainForest, int] | None:
         """Where publisher entry `entry` publishes on `node` into a plain forest: the forest

@@ -1,8 +1,12 @@
 """The Spark engine: a scenario -> the Parquet tables of simulations.tables, by the jobs of
 spark.jobs (publishes routed class by class) and spark.trees (publishes into plain forests,
-routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value,
-so nothing assumes the driver's disk (only --out must be a path every executor can write:
-the same machine, a shared mount, or an hdfs:// or s3a:// URL).
+routed in aggregate) chained on one session. The scenario travels to executors as a broadcast value of
+constant size (spark.shipping: a generated topology as its generator's spec), and what is per
+node or per link (which tree a publisher is on, a tree's links, links' properties, nodes'
+regions) is found on the executors (spark.trees, spark.props), so the driver holds no
+per-node table and collects only the links a failure takes down. Nothing assumes the
+driver's disk (only --out must be a path every executor can write: the same machine, a
+shared mount, or an hdfs:// or s3a:// URL).
 
 Each way of routing is a part of the run (`_ClassPart`, `_TreePart`) that says which links its
 publishes cross, what it offers to links, what it delivers and which classes reach a queue; a
@@ -15,16 +19,16 @@ from collections.abc import Callable
 from functools import reduce
 
 from pyspark import Broadcast
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
 from simulations.workload import publisher_draws, publishing
-from simulations.world import World, link_ends
-from spark import jobs, trees
+from simulations.world import World, link_id
+from spark import jobs, props, trees
 from spark.failures import Failures, dead
-from spark.frames import local_frame
+from spark.shipping import shipped
 
 #: Told when the pipeline enters a stage, with the share of the work done before and after it.
 Progress = Callable[[str, float, float], None]
@@ -60,33 +64,29 @@ class _ClassPart:
 
 
 class _TreePart:
-    """Publishes into plain forests, routed in aggregate per tree and chunk of steps (spread
-    over every core: a repartition to a number of partitions is never coalesced by adaptive
-    execution)."""
+    """Publishes into plain forests, routed in aggregate per tree and run of keys (a run's
+    arrays bounded by trees.KEY_CELLS, a tree's runs spread over every core)."""
 
     def __init__(
         self,
         steps: DataFrame,
-        world: World,
-        forests: trees.Forests,
+        placed: DataFrame,
+        scenario: Scenario,
         shared: Broadcast[Scenario],
         parallelism: int,
     ) -> None:
-        spark = steps.sparkSession
-        self.world, self.forests, self.shared, self.parallelism = world, forests, shared, parallelism
-        # Chunks of steps per tree: enough groups to keep every core busy (both sides of the
-        # deliveries' cogroup must be chunked alike).
-        self.chunks = 4 * parallelism
-        self.steps_count = world.scenario.steps
-        placed = F.broadcast(forests.placed_df(spark))
+        self.shared, self.parallelism = shared, parallelism
+        self.keys_per_run = trees.run_keys(scenario.keys.size, len(scenario.topology.nodes), parallelism)
+        self.partitions = 4 * parallelism
         self.on_trees = (
-            trees.chunked(steps.join(placed, ["entry", "node"]), self.steps_count, self.chunks)
-            .repartition(parallelism, "tree", "chunk")
+            trees.with_runs(steps.join(placed, ["entry", "node"]), self.keys_per_run)
+            .repartition(self.partitions, *trees.RUN)
             .cache()
         )
+        self.runs = self.on_trees.select(*trees.RUN).distinct().cache()
         # What the trees' functions read: numbers only (strings cost a Python object per row).
-        self.cells = self.on_trees.select("tree", "chunk", "node_index", "key", "step", "messages", "bytes")
-        self.carried = trees.offered(self.cells, shared, forests).cache()
+        self.cells = self.on_trees.select(*trees.RUN, "node_index", "key", "step", "messages", "bytes")
+        self.carried = trees.offered(self.cells, shared, self.keys_per_run).cache()
 
     def crossed(self) -> DataFrame:
         return self.carried.where("crossed").select("link")
@@ -95,27 +95,23 @@ class _TreePart:
         return self.carried.drop("crossed")
 
     def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
-        spark = traffic.sparkSession
-        tree_ms = traffic.select(
+        # Only delays other than the link's latency travel (a task takes the latency for the rest).
+        delayed = traffic.where(F.col("delay_ms") > 0).select(
             "link", "step", (F.col("latency_ms") + F.col("delay_ms")).alias("link_ms")
-        ).join(F.broadcast(self.forests.links_df(spark, self.world)), "link")
-        link_ms = trees.chunked(tree_ms, self.steps_count, self.chunks)
-        # Copies a link held go on when it is back, maybe in a later chunk: every chunk has
-        # the delays at the steps links come back at.
-        ends = sorted({end for _, end, _, _ in failures.windows if end < self.steps_count})
-        if ends:
-            chunks = spark.range(self.chunks).select(F.col("id").cast("int").alias("chunk"))
-            link_ms = link_ms.unionByName(tree_ms.where(F.col("step").isin(*ends)).crossJoin(chunks))
-        return trees.deliveries(
-            self.cells, link_ms.repartition(self.parallelism, "tree", "chunk"), self.shared, self.forests
         )
+        links = trees.tree_links(self.runs.select(*trees.TREE).distinct(), self.shared)
+        link_ms = (
+            delayed.join(links, "link").join(self.runs, trees.TREE).repartition(self.partitions, *trees.RUN)
+        )
+        return trees.deliveries(self.cells, link_ms, self.shared, self.keys_per_run)
 
     def duplicates(self, failures: Failures) -> DataFrame | None:
         return None  # a plain forest delivers one copy per queue
 
     def routed(self) -> DataFrame:
-        keys = F.broadcast(self.forests.routed_keys_df(self.on_trees.sparkSession, self.world))
-        return self.on_trees.join(keys, ["tree", "key"]).select("cid")
+        # (trees x keys rows, whatever the topology's size)
+        keys = F.broadcast(trees.routed_keys(self.runs, self.shared, self.keys_per_run))
+        return self.on_trees.join(keys, [*trees.TREE, "key"]).select("cid")
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -125,44 +121,39 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet) -> dict[str, DataFrame]:
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
-    shared = spark.sparkContext.broadcast(scenario)
-    forests = trees.Forests.of(world)
+    shared = spark.sparkContext.broadcast(shipped(scenario))
     parallelism = spark.sparkContext.defaultParallelism  # the cores
     progress("events", 0.0, 0.2)
-    events = jobs.publish_events(jobs.publish_sources(spark, scenario), publisher_draws(scenario))
+    sources = jobs.publish_sources(spark, scenario, shared)
+    events = jobs.publish_events(sources, publisher_draws(scenario))
     drawn = jobs.class_steps(events, len(scenario.topology.nodes), scenario.keys.size).cache()
     refused = dead(world, F.col("node"), F.col("step"))
     steps = drawn.where(~refused)
     progress("routing", 0.2, 0.4)
+    placed = trees.placed(sources.select("entry", "node").distinct(), shared).cache()
+    on_trees = placed.count()
     parts: list[_ClassPart | _TreePart] = []
-    if forests.placed:
-        parts.append(_TreePart(steps, world, forests, shared, parallelism))
-    if not forests.placed or len(forests.placed) < len(publishing(scenario)):  # (an empty workload too)
-        by_class = steps.join(F.broadcast(forests.placed_df(spark)), ["entry", "node"], "left_anti")
+    if on_trees:
+        parts.append(_TreePart(steps, placed, scenario, shared, parallelism))
+    if not on_trees or on_trees < len(publishing(scenario)):  # (an empty workload too)
+        by_class = steps.join(placed.select("entry", "node"), ["entry", "node"], "left_anti")
         parts.append(_ClassPart(by_class, shared, parallelism))
-    links = sorted(row.link for row in _union([p.crossed() for p in parts]).distinct().collect())
+    crossed = _union([p.crossed() for p in parts]).distinct().cache()
+    # Only the links a failure takes down come to the driver (a node's links, a link's ends).
+    links = sorted(row.link for row in crossed.where(_failing(scenario)).collect())
     failures = Failures.of(
         world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms, scenario.steps
     )
     progress("traffic", 0.4, 0.6)
-    props = [(link, *link_ends(link), *_props(world, link)) for link in links]
-    link_df = local_frame(
-        spark,
-        props,
-        "link string, source string, destination string, latency_ms bigint, capacity_msgs bigint, capacity_bytes bigint",
-    )
     offered = (
         _union([p.offered(failures) for p in parts])
         .groupBy("link", "step")
         .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
     )
+    link_df = props.link_props(crossed, shared)
     traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)
-    nodes = local_frame(
-        spark,
-        [(name, node.region) for name, node in world.topology.nodes.items()],
-        "node string, region string",
-    )
+    nodes = props.node_regions(spark, len(scenario.topology.nodes), shared).cache()
     delivered = _union([p.deliveries(traffic, failures) for p in parts]).cache()
     duplicated = [d for d in (p.duplicates(failures) for p in parts) if d is not None]
     queues = jobs.queue_table(delivered, _union(duplicated) if duplicated else None).cache()
@@ -176,9 +167,22 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     return {table: df.select(*(column for column, _ in COLUMNS[table])) for table, df in found.items()}
 
 
-def _props(world: World, link: str) -> tuple[int, int, int]:
-    props = world.props(link)
-    return props.latency_ms, props.capacity_msgs, props.capacity_bytes
+def _failing(scenario: Scenario) -> Column:
+    """A link (column `link`) that some failure of the scenario takes down: at a node killed,
+    between the ends of a link cut, between two groups of a partition."""
+    source, destination = F.split("link", ">")[0], F.split("link", ">")[1]
+    nodes = [failure.node for failure in scenario.failures if failure.node is not None]
+    pairs = [link_id(*failure.link) for failure in scenario.failures if failure.link is not None]
+    pairs += [link_id(*reversed(failure.link)) for failure in scenario.failures if failure.link is not None]
+    found = source.isin(*nodes) | destination.isin(*nodes) | F.col("link").isin(*pairs)
+    for failure in scenario.failures:
+        if failure.partition is not None:  # a link between two of its groups (-1: the unnamed)
+            groups = {node: number for number, group in enumerate(failure.partition) for node in group}
+            group = F.create_map(*(F.lit(value) for pair in groups.items() for value in pair))
+            found = found | (
+                F.coalesce(group[source], F.lit(-1)) != F.coalesce(group[destination], F.lit(-1))
+            )
+    return found
 
 
 def run(spark: SparkSession, scenario: Scenario, out: str, progress: Progress = _quiet) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from functools import reduce
 from typing import Any
 
@@ -19,10 +20,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
-from simulations.workload import KeyDraw, publishing, size_range, source_seed, step_counts
+from simulations.workload import KeyDraw, size_range, source_seed, step_counts
 from simulations.world import World
 from spark.failures import Failures
 from spark.frames import local_frame
+from spark.shipping import received
 
 CLASS = ["entry", "node", "key"]
 ROUTES_SCHEMA = (
@@ -34,38 +36,29 @@ ROUTES_SCHEMA = (
 #: 7,000 rows each, so a batch of 10,000 classes would hold 70 million rows in one list).
 ROUTE_ROWS = 200_000
 
-#: The World of each broadcast scenario, built once per Python worker (interest converges
-#: once), by the identity of the worker's copy (a World keeps it alive, so ids stay unique).
-_worlds: dict[int, World] = {}
+#: The World of each broadcast scenario (spark.shipping.shipped), built once per Python
+#: worker (interest converges once), by the identity of the worker's copy (kept alive by the
+#: dict, so ids stay unique).
+_worlds: dict[int, tuple[Scenario, World]] = {}
 
 
 def world_of(scenario: Broadcast[Scenario]) -> World:
     value = scenario.value
-    world = _worlds.get(id(value))
-    if world is None:
-        world = _worlds[id(value)] = World(value)
-    return world
+    found = _worlds.get(id(value))
+    if found is None:
+        found = _worlds[id(value)] = (value, World(received(value)))
+    return found[1]
 
 
 # -- 1. events ----------------------------------------------------------------------------------
 
 
-def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
-    """The publishing nodes (entry, node, node_index, seed, low, high) and, per publisher entry,
-    its steps with messages (entry, step, first, count: events first .. first + count - 1 of
-    each of its nodes), joined: one row per publishing node and step it publishes in. Small
-    (nodes x steps), built on the driver from the scenario alone."""
-    index = {name: number for number, name in enumerate(scenario.topology.nodes)}
-    sources = [
-        (
-            entry,
-            node,
-            index[node],
-            source_seed(scenario, entry, node),
-            *size_range(scenario.publishers[entry]),
-        )
-        for entry, node in publishing(scenario)
-    ]
+def publish_sources(spark: SparkSession, scenario: Scenario, shared: Broadcast[Scenario]) -> DataFrame:
+    """The publishing nodes (entry, node, node_index, seed, low, high), found on the executors
+    from the broadcast scenario (`shared`, spark.shipping), and, per publisher entry, its steps
+    with messages (entry, step, first, count: events first .. first + count - 1 of each of its
+    nodes), joined: one row per publishing node and step it publishes in. The schedule is
+    built on the driver: its size is the steps', not the topology's."""
     schedule = []
     for entry, publishers in enumerate(scenario.publishers):
         counts = step_counts(scenario, publishers)
@@ -73,8 +66,21 @@ def publish_sources(spark: SparkSession, scenario: Scenario) -> DataFrame:
         schedule += [
             (entry, int(step), int(firsts[step]), int(counts[step])) for step in np.flatnonzero(counts)
         ]
-    sources_df = local_frame(
-        spark, sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
+
+    def sources(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        value = world_of(shared).scenario
+        names = list(value.topology.nodes)
+        for batch in batches:
+            rows = [
+                (entry, names[index], index, source_seed(value, entry, names[index]), *size_range(publishers))
+                for index in batch["id"]
+                for entry, publishers in enumerate(value.publishers)
+                if fnmatchcase(names[index], publishers.nodes)
+            ]
+            yield pd.DataFrame(rows, columns=["entry", "node", "node_index", "seed", "low", "high"])
+
+    sources_df = spark.range(len(scenario.topology.nodes)).mapInPandas(
+        sources, "entry int, node string, node_index int, seed bigint, low bigint, high bigint"
     )
     schedule_df = local_frame(spark, schedule, "entry int, step bigint, first bigint, count bigint")
     return sources_df.join(F.broadcast(schedule_df), "entry")
@@ -241,7 +247,9 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
     capacity_bytes (per second). A transient link that goes down loses what it holds (a new
     segment of the running sums starts there) and what arrives while down; a durable one
     buffers (capacity 0) and drains at capacity after."""
-    grid = links.crossJoin(links.sparkSession.range(steps).withColumnRenamed("id", "step"))
+    # The steps broadcast (a few rows): with links computed on executors, of unknown size,
+    # Spark would otherwise make a cartesian product that computes the links again per pair.
+    grid = links.crossJoin(F.broadcast(links.sparkSession.range(steps).withColumnRenamed("id", "step")))
     df = grid.join(offered_df, ["link", "step"], "left").fillna(0, ["messages", "bytes"])
     link, step = F.col("link"), F.col("step")
     by_step = Window.partitionBy("link").orderBy("step")

@@ -2,10 +2,13 @@
 (simulations.hops), never per class: regions-10k's classes each reach thousands of nodes, so
 routing them one by one makes billions of route rows.
 
-The driver says which publishing nodes are on which tree (`Forests`). The workers run one
-grouped pandas function per (tree, chunk of steps): the tree's sums are numpy arrays of nodes x
-keys per step, computed by the same `TreeTraffic` the reference engine uses, so the two
-engines share the routing and differ only in how the work is spread. Two passes, because
+Executors say which publishing nodes are on which tree (`placed`), which links each tree has
+(`tree_links`) and which keys its queues take (`routed_keys`): the driver holds none of it. The
+workers run one grouped pandas function per (tree, run of keys): the tree's sums are numpy
+arrays of nodes x the run's keys per step, computed by the same `TreeTraffic` the reference
+engine uses, so the two engines share the routing and differ only in how the work is spread. A
+run's arrays are bounded (KEY_CELLS), however large the tree, and a tree of any size is spread
+over every core. Two passes, because
 deliveries need each link's queueing delay and that needs every link's offered traffic first:
 `offered` (per link and step) feeds the links table; `deliveries` (per queue, hops, delay)
 joins the class deliveries for the queues and delays tables.
@@ -14,90 +17,121 @@ joins the class deliveries for the queues and delays tables.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from pyspark import Broadcast
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from simulations.hops import Bins, TreeTraffic
 from simulations.scenario import Scenario
-from simulations.workload import headers_of, publishing, routing_key
+from simulations.workload import headers_of, routing_key
 from simulations.world import LinkId, Outages, World, link_id
-from spark.frames import local_frame
 from spark.jobs import world_of
 
+#: A tree: its exchange's plain forest (topology.flow.PlainForest) and its number there; a run
+#: of its keys is numbered `run` (keys run x run_keys onwards).
+TREE = ["exchange", "tree"]
+RUN = [*TREE, "run"]
+#: Cells (nodes x keys) of one task's arrays at most, so that a task's memory does not grow
+#: with the tree: regions-10k's one tree of 10,000 nodes x 1,000 keys made arrays of 80 MB
+#: each (a step's bins hold dozens), 100,000 nodes would make them 800 MB.
+KEY_CELLS = 2_000_000
+PLACED_SCHEMA = "entry int, node string, exchange string, tree int"
 OFFERED_SCHEMA = "link string, step bigint, messages bigint, bytes bigint, crossed boolean"
-#: The columns of spark.jobs.deliveries but the step (a chunk's steps are summed).
+#: The columns of spark.jobs.deliveries but the step (a run's steps are summed).
 DELIVERIES_SCHEMA = (
     "at string, queue string, n bigint, hops bigint, lost boolean, through_down boolean, delay_ms bigint"
 )
 
 
-@dataclass(frozen=True)
-class Forests:
-    """The trees publishes go into, numbered (exchange, tree number of its plain forest), and
-    which publishing (entry, node) goes into which."""
+def run_keys(keys: int, nodes: int, parallelism: int) -> int:
+    """Keys per run: a tree of up to `nodes` nodes makes arrays of at most KEY_CELLS cells, and
+    its keys make four runs per core at least (so one tree keeps every core busy)."""
+    return max(1, min(KEY_CELLS // max(1, nodes), -(-keys // (4 * parallelism))))
 
-    trees: tuple[tuple[str, int], ...]
-    placed: tuple[tuple[int, str, int], ...]
 
-    @classmethod
-    def of(cls, world: World) -> Forests:
-        trees: dict[tuple[str, int], int] = {}
-        placed = []
-        for entry, node in publishing(world.scenario):
-            found = world.forest(entry, node)
-            if found is not None:
-                tree = (world.scenario.publishers[entry].exchange, found[1])
-                placed.append((entry, node, trees.setdefault(tree, len(trees))))
-        return cls(tuple(trees), tuple(placed))
+def placed(sources: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
+    """Publishing (entry, node) rows -> (entry, node, exchange, tree) for those that publish
+    into a plain forest (the others are routed class by class), found on the executors."""
 
-    def placed_df(self, spark: SparkSession) -> DataFrame:
-        """(entry, node, tree) for every publishing node on a tree."""
-        return local_frame(spark, list(self.placed), "entry int, node string, tree int")
+    def place(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        world = world_of(scenario)
+        for batch in batches:
+            rows = []
+            for entry, node in zip(batch["entry"], batch["node"], strict=True):
+                found = world.forest(int(entry), str(node))
+                if found is not None:
+                    rows.append(
+                        (int(entry), str(node), world.scenario.publishers[int(entry)].exchange, found[1])
+                    )
+            yield pd.DataFrame(rows, columns=["entry", "node", "exchange", "tree"])
 
-    def links_df(self, spark: SparkSession, world: World) -> DataFrame:
-        """(tree, link) for every link of every tree."""
-        rows = []
-        for number, (exchange, tree) in enumerate(self.trees):
-            forest = world.plain_forest(exchange)
-            assert forest is not None
-            for node, parent in forest.trees[tree]:
-                if parent is not None:
-                    rows += [(number, link_id(node, parent)), (number, link_id(parent, node))]
-        return local_frame(spark, rows, "tree int, link string")
+    return sources.select("entry", "node").mapInPandas(place, PLACED_SCHEMA)
 
-    def routed_keys_df(self, spark: SparkSession, world: World) -> DataFrame:
-        """(tree, key) for every key some queue of the tree takes."""
+
+def tree_links(trees: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
+    """Distinct trees (exchange, tree) -> (exchange, tree, link) for both directions of each
+    of their links."""
+
+    def links(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        world = world_of(scenario)
+        for batch in batches:
+            rows = []
+            for exchange, tree in zip(batch["exchange"], batch["tree"], strict=True):
+                forest = world.plain_forest(str(exchange))
+                assert forest is not None
+                for node, parent in forest.trees[int(tree)]:
+                    if parent is not None:
+                        rows += [
+                            (exchange, tree, link_id(node, parent)),
+                            (exchange, tree, link_id(parent, node)),
+                        ]
+            yield pd.DataFrame(rows, columns=["exchange", "tree", "link"])
+
+    return trees.mapInPandas(links, "exchange string, tree int, link string")
+
+
+def routed_keys(runs: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int) -> DataFrame:
+    """Distinct runs (exchange, tree, run) -> (exchange, tree, key) for every key of the run
+    some queue of the tree takes."""
+
+    def routed(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        world = world_of(scenario)
         keys = world.scenario.keys
-        rows = []
-        for number, (exchange, tree) in enumerate(self.trees):
-            forest = world.plain_forest(exchange)
-            assert forest is not None
-            rows += [
-                (number, key)
-                for key in range(keys.size)
-                if forest.queues(tree, routing_key(keys, key), headers_of(keys, key))
-            ]
-        return local_frame(spark, rows, "tree int, key int")
+        for batch in batches:
+            rows = []
+            for exchange, tree, run in zip(batch["exchange"], batch["tree"], batch["run"], strict=True):
+                forest = world.plain_forest(str(exchange))
+                assert forest is not None
+                rows += [
+                    (exchange, tree, key)
+                    for key in _run(int(run), keys_per_run, keys.size)
+                    if forest.queues(int(tree), routing_key(keys, key), headers_of(keys, key))
+                ]
+            yield pd.DataFrame(rows, columns=["exchange", "tree", "key"])
+
+    return runs.mapInPandas(routed, "exchange string, tree int, key int")
 
 
-def chunked(tree_steps: DataFrame, steps: int, chunks: int) -> DataFrame:
-    """`tree_steps` with the chunk of steps each row's step is in (`chunks` runs of steps)."""
-    return tree_steps.withColumn("chunk", F.expr(f"cast(step * {chunks} div {steps} as int)"))
+def with_runs(tree_rows: DataFrame, keys_per_run: int) -> DataFrame:
+    """`tree_rows` (with a `key`) with the number of the run of keys each row's key is in."""
+    return tree_rows.withColumn("run", F.expr(f"cast(key div {keys_per_run} as int)"))
+
+
+def _run(run: int, keys_per_run: int, keys: int) -> range:
+    return range(run * keys_per_run, min(keys, (run + 1) * keys_per_run))
 
 
 class _Tree:
-    """A tree of the broadcast scenario on a worker: its TreeTraffic, the failures over its
-    links and its links' latencies, built once per Python worker."""
+    """A run of keys of a tree of the broadcast scenario on a worker: its TreeTraffic, the
+    failures over its links and its links' latencies."""
 
-    def __init__(self, world: World, exchange: str, number: int) -> None:
+    def __init__(self, world: World, exchange: str, number: int, run: range) -> None:
         forest = world.plain_forest(exchange)
         assert forest is not None
-        self.traffic = TreeTraffic(forest, number, world.scenario.keys)
+        self.traffic = TreeTraffic(forest, number, world.scenario.keys, run)
         links = [link for link in (*self.traffic.up_links, *self.traffic.down_links) if link]
         self.outages = Outages(world, world.windows(links))
         self.latency = {link: world.props(link).latency_ms for link in links}
@@ -126,24 +160,21 @@ class _Tree:
             yield int(step), self.traffic.dense(cells[steps == step])
 
 
-_trees: dict[tuple[int, str, int], _Tree] = {}
-
-
-def _tree(scenario: Broadcast[Scenario], tree: tuple[str, int]) -> _Tree:
+def _tree(scenario: Broadcast[Scenario], group: tuple[str, int, int], keys_per_run: int) -> _Tree:
+    """The group's run of its tree (each group is one run: nothing is kept for the next)."""
     world = world_of(scenario)
-    key = (id(world), *tree)
-    if key not in _trees:
-        _trees[key] = _Tree(world, *tree)
-    return _trees[key]
+    exchange, tree, run = str(group[0]), int(group[1]), int(group[2])
+    return _Tree(world, exchange, tree, _run(run, keys_per_run, world.scenario.keys.size))
 
 
-def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], forests: Forests) -> DataFrame:
-    """Tree publishes (tree, chunk, node_index, key, step, messages, bytes) -> per link and step,
-    the messages and bytes the link carries, and whether it is `crossed` by some publish
-    (lost on the way or not: the links table has every crossed link)."""
+def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int) -> DataFrame:
+    """Tree publishes (exchange, tree, run, node_index, key, step, messages, bytes) -> per link
+    and step, the messages and bytes the link carries, and whether it is `crossed` by some
+    publish (lost on the way or not: the links table has every crossed link). A link's rows
+    come from each run of keys: their sums add up."""
 
-    def offer(group: tuple[int, int], frame: pd.DataFrame) -> pd.DataFrame:
-        tree = _tree(scenario, forests.trees[int(group[0])])
+    def offer(group: tuple[str, int, int], frame: pd.DataFrame) -> pd.DataFrame:
+        tree = _tree(scenario, group, keys_per_run)
         rows: list[tuple[LinkId, int, int, int, bool]] = []
         for step, published in tree.steps(frame):
             carried = tree.traffic.offered(published, tree.traffic.states(tree.outages, step))
@@ -161,19 +192,20 @@ def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], forests: Fores
             rows += [(link, step, 0, 0, True) for link in crossed]
         return pd.DataFrame(rows, columns=["link", "step", "messages", "bytes", "crossed"])
 
-    return tree_steps.groupBy("tree", "chunk").applyInPandas(offer, OFFERED_SCHEMA)
+    return tree_steps.groupBy(*RUN).applyInPandas(offer, OFFERED_SCHEMA)
 
 
 def deliveries(
-    tree_steps: DataFrame, link_ms: DataFrame, scenario: Broadcast[Scenario], forests: Forests
+    tree_steps: DataFrame, link_ms: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int
 ) -> DataFrame:
-    """Tree publishes (as for `offered`) and the delay of the trees' crossed links (tree,
-    chunk, link, step, link_ms: latency plus queueing delay) -> rows of spark.jobs.deliveries
-    without the step: per queue the copies delivered by hops, delay and whether a link was
-    down on the way, the copies lost, and (with no copies) the most hops any copy takes."""
+    """Tree publishes (as for `offered`) and the delay of the trees' links (exchange, tree,
+    run, link, step, link_ms: latency plus queueing delay, where that is not the latency
+    alone) -> rows of spark.jobs.deliveries without the step: per queue the copies delivered
+    by hops, delay and whether a link was down on the way, the copies lost, and (with no
+    copies) the most hops any copy takes."""
 
-    def deliver(group: tuple[int, int], frame: pd.DataFrame, delays: pd.DataFrame) -> pd.DataFrame:
-        tree = _tree(scenario, forests.trees[int(group[0])])
+    def deliver(group: tuple[str, int, int], frame: pd.DataFrame, delays: pd.DataFrame) -> pd.DataFrame:
+        tree = _tree(scenario, group, keys_per_run)
         traffic = tree.traffic
         ms = dict(
             zip(zip(delays["link"], delays["step"].astype(int), strict=True), delays["link_ms"], strict=True)
@@ -200,13 +232,12 @@ def deliveries(
         rows.add(reached, np.zeros_like(lost), max_hops[reached], 0, lost=False, through_down=False)
         return rows.frame()
 
-    keys = ["tree", "chunk"]
-    return tree_steps.groupBy(*keys).cogroup(link_ms.groupBy(*keys)).applyInPandas(deliver, DELIVERIES_SCHEMA)
+    return tree_steps.groupBy(*RUN).cogroup(link_ms.groupBy(*RUN)).applyInPandas(deliver, DELIVERIES_SCHEMA)
 
 
 class _Rows:
     """Rows of DELIVERIES_SCHEMA gathered as column arrays and made into one DataFrame at the
-    end (a DataFrame per bin cost more than the tree's sums: thousands of bins per chunk)."""
+    end (a DataFrame per bin cost more than the tree's sums: thousands of bins per run)."""
 
     def __init__(self, tree: _Tree) -> None:
         self.tree = tree

@@ -20,6 +20,7 @@ from simulations.world import Window
 from spark import jobs
 from spark.failures import Failures
 from spark.frames import local_frame
+from spark.shipping import shipped
 from tests.spark.conftest import SCENARIOS
 
 
@@ -98,7 +99,8 @@ def test_duplicates_count_copies_beyond_the_first_that_are_not_lost(spark: Spark
 
 def test_events_are_the_workloads_draws(spark: SparkSession) -> None:
     scenario: Scenario = load_scenario(SCENARIOS / "corners.toml")
-    sources = jobs.publish_sources(spark, scenario).where(F.col("node") == "a")
+    shared = spark.sparkContext.broadcast(shipped(scenario))
+    sources = jobs.publish_sources(spark, scenario, shared).where(F.col("node") == "a")
     draws = publisher_draws(scenario)
     found = jobs.publish_events(sources, draws).orderBy("entry", "step", "key", "size").collect()
     expected = sorted(
