@@ -144,7 +144,8 @@ rate = 10
     )
     assert scenario.keys.own == ("orders.eu", "orders.us", "a0.b1", "x")
     draws = publisher_draws(scenario)
-    found = jobs.publish_events(jobs.publish_sources(spark, scenario), draws)
+    shared = spark.sparkContext.broadcast(shipped(scenario))
+    found = jobs.publish_events(jobs.publish_sources(spark, scenario, shared), draws)
     rows = sorted((r.entry, r.node, r.step, r.key, r.size) for r in found.collect())
     expected = sorted(
         (entry, node, int(s), int(k), int(z))
