@@ -25,12 +25,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from simulations.procstats import CLOCK_TICKS, process_tree
 from simulations.scenario import Scenario, load_scenario_text
 from simulations.tables import COLUMNS, normalised, read
 from simulations.workload import publishing, step_counts
 
 from . import sections
-from .procstats import CLOCK_TICKS, process_tree
 
 #: (hubs, edges per hub, events wanted): `python -m benchmarks workers`'s sizes.
 SIZES = ((3, 3, 10_000), (5, 6, 100_000), (8, 10, 1_000_000))
