@@ -37,7 +37,7 @@ from pamqp import commands
 
 from federation.client import ClientError, connect
 from federation.formatting import route_peer
-from federation.management_client import ManagementClient
+from federation.management_client import ManagementClient, ManagementFailed
 from gateway.wire import Content
 from simulations.events import Event, scenario_events
 from simulations.scenario import Scenario
@@ -50,7 +50,7 @@ from topology.model import Topology
 from topology.plan import plan_topology
 from topology.processes import NodeProcess, free_port
 from topology.proxy import TcpProxy
-from topology.up import CONNECT_TIMEOUT, wait_connected
+from topology.up import CONNECT_TIMEOUT, leaves, wait_connected
 
 Say = Callable[[str], None]
 
@@ -535,5 +535,5 @@ def validate(scenario: Scenario, var: Path, say: Say) -> LiveCounts:
     """The live run (see the module); LiveRunFailed when it cannot follow the scenario."""
     try:
         return trio.run(run_live, scenario, var, say)
-    except* processes.StartFailed as group:
-        raise ValidateFailed("; ".join(str(error) for error in group.exceptions)) from None
+    except* (processes.StartFailed, LiveRunFailed, ManagementFailed, ClientError) as group:
+        raise ValidateFailed("; ".join(str(error) for error in leaves(group))) from None

@@ -9,9 +9,9 @@ import pytest
 
 from simulations import reference
 from simulations.cli import main
-from simulations.scenario import Scenario, load_scenario
+from simulations.scenario import Scenario, load_scenario, load_scenario_text
 from simulations.validation import LiveCounts, LiveRunFailed, compare, report_lines, simulated_counts
-from topology.validate import Wires, moments
+from topology.validate import MAX_NODES, ValidateFailed, Wires, moments, validate
 
 KINDS = Path(__file__).parent.parent / "integration" / "validate" / "kinds.toml"
 
@@ -90,3 +90,13 @@ def test_a_partition_cuts_the_proxies_between_its_groups_only() -> None:
     cut = wires.between((("a",), ("b",), ("c", "d")))
     pairs = {pair for pair, proxy in wires.proxies.items() if proxy in cut}
     assert pairs == {(x, y) for x in "abcd" for y in "abcd" if x != y} - {("c", "d"), ("d", "c")}
+
+
+def test_a_scenario_too_large_to_run_here_is_refused_before_any_node_starts(tmp_path: Path) -> None:
+    scenario = load_scenario_text(
+        f'[scenario]\nduration = 1\nstep = 1\n[topology]\ngenerator = "hierarchy"\nhubs = 1\nedges = {MAX_NODES}\n',
+        str(tmp_path / "big.toml"),
+    )
+    with pytest.raises(ValidateFailed, match=f"at most {MAX_NODES}"):
+        validate(scenario, tmp_path / "var", lambda line: None)
+    assert not (tmp_path / "var").exists()
