@@ -349,7 +349,12 @@ class Store:
         #: Bytes of free pages inside the database as of the last commit: SQLite fills them
         #: before it grows the file, so the disk alarm counts them as free space (consumed
         #: messages leave them behind; the file itself never shrinks).
-        self.reusable_bytes = self._free_pages()
+        self._free_page_bytes = self._free_pages()
+        #: The WAL file's bytes when the last checkpoint copied every page in it and no commit
+        #: came since: the next commit writes the WAL from its beginning (0 otherwise).
+        self._wal_reusable = 0
+        #: Commits so far: a checkpoint that a commit overtook does not count the WAL free.
+        self._commits = 0
         self._committing = trio.Lock()
         self._closed = False
         #: Opened on the first read of a paged body (read_bodies).
@@ -556,6 +561,7 @@ class Store:
                     # thread, that Python loop waited for the GIL behind the busy event loop.
                     await trio.to_thread.run_sync(self._write, batch, list(removed), batch.marks())
                 except Exception as exc:
+                    self._wrote_wal()
                     self._writing = None
                     # Their messages live on in memory: a queue may have paged one out already.
                     self._unwritten.update((i, row[4]) for i, row in batch.contents.items())
@@ -566,6 +572,7 @@ class Store:
                         ticket,
                         f"writing to the store {self.path} failed, so ticket {ticket} is not durable: {exc}",
                     ) from exc
+                self._wrote_wal()
                 self._wrote.set()
             self._writing = None
             self.settled = backlog.settled(ticket)
@@ -579,21 +586,40 @@ class Store:
             await self._wrote.wait()
             self._wrote = trio.Event()
             await trio.sleep(self.CHECKPOINT_INTERVAL)
+            commits = self._commits
             try:
-                await trio.to_thread.run_sync(self._checkpoint)
+                wal_reusable = await trio.to_thread.run_sync(self._checkpoint)
             except sqlite3.Error as exc:
                 if not self._checkpoint_failed:
                     LOGGER.warning("checkpoint of the store %s failed, will retry: %s", self.path, exc)
                 self._checkpoint_failed = True
             else:
+                if commits == self._commits:
+                    self._wal_reusable = wal_reusable
                 if self._checkpoint_failed:
                     LOGGER.info("checkpoints of the store %s succeed again", self.path)
                 self._checkpoint_failed = False
 
-    def _checkpoint(self) -> None:
+    @property
+    def reusable_bytes(self) -> int:
+        """Bytes inside the store's files that SQLite writes before it takes more of the disk:
+        free pages, and a WAL whose pages have all reached the database."""
+        return self._free_page_bytes + self._wal_reusable
+
+    def _wrote_wal(self) -> None:
+        """A commit, even a failed one, may have written the WAL from its beginning: none of
+        it is free until the next checkpoint has copied it."""
+        self._commits += 1
+        self._wal_reusable = 0
+
+    def _checkpoint(self) -> int:
+        """Copy the WAL's pages into the database (worker thread); the WAL's size if every
+        page in it is copied now, else 0 (the next commit appends to it)."""
         if self._checkpointer is None:
             self._checkpointer = connect_checkpointer(self.path)
-        self._checkpointer.execute(_CHECKPOINT).fetchall()
+        busy, frames, copied = self._checkpointer.execute(_CHECKPOINT).fetchone()
+        wal = self.path.with_name(self.path.name + "-wal")
+        return wal.stat().st_size if not busy and frames == copied and wal.exists() else 0
 
     def _write(self, batch: _Batch, removed: list[_Key], marks: list[tuple[str, str, int]]) -> None:
         """Apply a batch and a chunk of the backlog in one transaction (worker thread).
@@ -622,7 +648,7 @@ class Store:
             if db.in_transaction:
                 db.rollback()
             raise
-        self.reusable_bytes = self._free_pages()
+        self._free_page_bytes = self._free_pages()
 
     def read_bodies(self, message_ids: Sequence[int]) -> dict[int, bytes]:
         """Stored bodies by message id, for gateway.broker.paging; on the model's thread, from
