@@ -198,12 +198,12 @@ def workload_toml(workload: Workload) -> str:
             "[[publishers]]",
             f"node = {_string(publisher.node)}",
             f"exchange = {_string(publisher.exchange)}",
-            f"rate = {publisher.rate:.3f}          # msg/s",
-            f"messages = {publisher.messages}        # in the window",
+            f"rate = {publisher.rate:.3f}  # msg/s",
+            f"messages = {publisher.messages}  # in the window",
             f"keys = [{', '.join(_string(key) for key in publisher.keys)}]",
         ]
         if publisher.size is not None:
-            lines.append(f"size = {publisher.size}             # mean body bytes")
+            lines.append(f"size = {publisher.size}  # mean body bytes")
     for binding in workload.bindings:
         lines += [
             "",

@@ -103,15 +103,9 @@ class Capture:
         return "".join(self.seen)
 
 
-def test_capture_writes_what_clients_published(
-    federation: tuple[Path, dict[str, int]], tmp_path: Path
-) -> None:
-    topology, ports = federation
-    # A queue an application binds live: not in the file, so the workload carries it.
-    hub = channel(ports["hub"])
-    hub.queue_declare("audit")
-    hub.queue_bind("audit", "t", "prices.*")
-    output = tmp_path / "workload.toml"
+def capture_published(topology: Path, ports: dict[str, int], output: Path) -> str:
+    """Run `amq-sim capture` into `output` while PUBLISHED is published (confirmed) in its
+    window; its output."""
     capture = Capture(topology, output)
     try:
         capture.expect("capture: read 3 nodes")
@@ -125,8 +119,23 @@ def test_capture_writes_what_clients_published(
         if capture.process.poll() is None:
             capture.process.kill()
             capture.process.wait()
-        hub.connection.close()
     assert capture.process.returncode == 0, out
+    return out
+
+
+def test_capture_writes_what_clients_published(
+    federation: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    topology, ports = federation
+    # A queue an application binds live: not in the file, so the workload carries it.
+    hub = channel(ports["hub"])
+    hub.queue_declare("audit")
+    hub.queue_bind("audit", "t", "prices.*")
+    output = tmp_path / "workload.toml"
+    try:
+        out = capture_published(topology, ports, output)
+    finally:
+        hub.connection.close()
     workload = load_workload(output)
     found = {(p.node, p.exchange): p for p in workload.publishers}
     # Exactly the clients' publishes: the 30 orders edge-1 sent are in hub's and edge-2's `t`
@@ -154,3 +163,22 @@ def test_capture_writes_what_clients_published(
         ("hub", "t", "audit", "prices.*")
     ]
     assert workload.topology == "star.toml"
+
+
+def test_a_captured_workload_validates_at_scale_1(
+    federation: tuple[Path, dict[str, int]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workload as captured, simulated and run live by `amq-sim validate`: equal counts."""
+    from gateway.cli import amq_sim
+    from tests.integration.test_validate import assert_agrees
+
+    topology, ports = federation
+    capture_published(topology, ports, tmp_path / "workload.toml")
+    scenario = tmp_path / "captured.toml"
+    scenario.write_text(
+        '[scenario]\nname = "captured"\nduration = 4\nstep = 0.5\n\n'
+        '[topology]\nfile = "star.toml"\n\n[workload]\nfile = "workload.toml"\n'
+    )
+    status = amq_sim(["validate", str(scenario), "--var", str(tmp_path / "validate")])
+    out = capsys.readouterr().out
+    assert_agrees(status, out, [("queue", "hub/orders"), ("queue", "edge-2/eu"), ("queue", "edge-1/xq")])
