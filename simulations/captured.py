@@ -114,7 +114,8 @@ class CapturedBinding:
 
 @dataclass(frozen=True)
 class Workload:
-    """A captured workload; `notes` are written as comments and not read back."""
+    """A captured workload; `notes` (how it was made) and `findings` (what the capture could
+    not carry over, printed too) are written as comments and not read back."""
 
     seconds: float
     topology: str = ""
@@ -122,6 +123,7 @@ class Workload:
     publishers: tuple[CapturedPublisher, ...] = ()
     bindings: tuple[CapturedBinding, ...] = ()
     notes: tuple[str, ...] = ()
+    findings: tuple[str, ...] = ()
     path: str = ""
 
 
@@ -186,6 +188,7 @@ def _read(doc: TomlFile) -> Workload:
 def workload_toml(workload: Workload) -> str:
     """The workload as a file `load_workload` reads back (its notes as comments on top)."""
     lines = [f"# {note}" if note else "#" for note in workload.notes]
+    lines += [f"# note: {finding}" for finding in workload.findings]
     lines += ["", "[capture]"]
     if workload.topology:
         lines.append(f"topology = {_string(workload.topology)}")
@@ -314,4 +317,4 @@ def summary(workload: Workload) -> list[str]:
             f"  {p.node:<14} {p.exchange:<14} {p.rate:>10.2f} msg/s ({p.messages}{size})  keys {keys}"
         )
     rows += [f"  bound: {b.node} {b.exchange} -> {b.queue} {b.key!r}" for b in workload.bindings]
-    return rows
+    return rows + [f"note: {finding}" for finding in workload.findings]

@@ -103,9 +103,9 @@ def infer(topology: Topology, first: Reading, last: Reading, started: str = "") 
     seconds = last.at - first.at
     published = _exchange_deltas(first, last)
     inbound, in_flight = _inbound(topology, first, last)
-    keys, key_notes = _keys(topology, last)
+    keys, notes = _keys(topology, last)
     sizes = _sizes(first, last)
-    publishers, notes = [], []
+    publishers = []
     for (node, exchange), (count, unroutable) in sorted(
         published.items(), key=lambda item: _order(topology, item[0])
     ):
@@ -122,7 +122,11 @@ def infer(topology: Topology, first: Reading, last: Reading, started: str = "") 
             continue
         if unroutable:
             notes.append(
-                f"{node} {exchange}: {unroutable} of {count} reached nothing; every key written routes"
+                f"{node} {exchange}: {unroutable} of {count} reached nothing (the simulation routes by the keys written)"
+            )
+        if topology.exchange(node, exchange) is None:
+            notes.append(
+                f"{node} {exchange}: not in the topology file: declare it there, or scenarios refuse this workload"
             )
         publishers.append(
             CapturedPublisher(
@@ -135,6 +139,11 @@ def infer(topology: Topology, first: Reading, last: Reading, started: str = "") 
             )
         )
     bindings, skipped = _extra_bindings(topology, last)
+    notes += [
+        f"{b.node} {b.exchange}: not in the topology file: declare it there, or scenarios refuse this workload"
+        for b in bindings
+        if topology.exchange(b.node, b.exchange) is None
+    ]
     if skipped:
         notes.append(f"{skipped} exchange-to-exchange bindings not captured (scenarios do not model them)")
     return Workload(
@@ -143,7 +152,8 @@ def infer(topology: Topology, first: Reading, last: Reading, started: str = "") 
         started=started,
         publishers=tuple(publishers),
         bindings=tuple(bindings),
-        notes=(*_header(topology, seconds, started), *key_notes, *notes),
+        notes=tuple(_header(topology, seconds, started)),
+        findings=tuple(dict.fromkeys(notes)),
     )
 
 
