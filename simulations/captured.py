@@ -33,18 +33,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.tomlfile import ConfigError, Invalid, TomlFile, integer, parse_toml, read_toml, text
+from gateway.tomlfile import ConfigError, TomlFile, integer, parse_toml, read_toml, text
 from simulations.grow import grow, grown_names
 from simulations.schema import _routing_key, _routing_keys, number
 from topology.model import Binding, Queue, Topology
-from topology.schema import Section, SectionReader
-
-
-def _arguments(value: object) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise Invalid("a table of binding arguments", value)
-    return value
-
+from topology.schema import Section, SectionReader, _table
 
 _node = text("a node name")
 _exchange = text("an exchange name")
@@ -79,7 +72,7 @@ BINDING = Section(
         "exchange": _exchange,
         "queue": text("a queue name"),
         "key": _routing_key,
-        "arguments": _arguments,
+        "arguments": _table,
     },
     required={"node": "the node", "exchange": "the exchange bound", "queue": "the queue bound"},
 )
