@@ -370,9 +370,11 @@ def amq_route(argv: list[str] | None = None) -> int:
 
 
 def amq_sim(argv: list[str] | None = None) -> int:
-    """The amq-sim console script: the simulator's command line with `validate`'s live side
-    (topology.validate, which runs nodes) handed in, so that simulations never load trio."""
+    """The amq-sim console script: the simulator's command line with the live sides of
+    `validate` (topology.validate, which runs nodes) and `capture` (topology.capture, which
+    reads them) handed in, so that simulations never load trio."""
     from simulations.cli import main
+    from topology.capture import capture
     from topology.validate import validate
 
-    return main(argv, live=validate)
+    return main(argv, live=validate, capture=capture)

@@ -6,6 +6,7 @@
     amq-sim events SCENARIO -o FILE      FILE: NAME.parquet or NAME.csv
     amq-sim report DIR
     amq-sim validate SCENARIO [--var DIR]
+    amq-sim capture --from TOPOLOGY [--duration 60s] -o WORKLOAD
 
 Exit status: 0 done, 1 the scenario (or spec) has problems (each printed as
 `file:line: key.path: message`), 2 bad usage.
@@ -14,13 +15,16 @@ Exit status: 0 done, 1 the scenario (or spec) has problems (each printed as
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from simulations.auto import choose
+from simulations.captured import CaptureError, Workload, duration_seconds, summary, workload_toml
 from simulations.events import FORMATS, write_events
 from simulations.generators import GeneratorSpec, generate, to_toml
 from simulations.procstats import PeakMemory
@@ -28,14 +32,20 @@ from simulations.scenario import Scenario, ScenarioError, load_scenario
 from simulations.tables import summary_lines
 from simulations.validation import LiveCounts, LiveRunFailed
 from topology.checks import has_errors, run_checks
+from topology.loader import TopologyError, load_topology
 from topology.model import Topology
 
 #: Runs a scenario on live nodes (topology.validate.validate, handed in by the console script):
 #: (scenario, directory for the nodes' data and logs, a line printer) -> what they counted.
 LiveRunner = Callable[[Scenario, Path, Callable[[str], None]], LiveCounts]
+#: Samples a running federation (topology.capture.capture, handed in likewise): (topology,
+#: seconds, a line printer) -> the workload it did.
+Capturer = Callable[[Topology, float, Callable[[str], None]], Workload]
 
 
-def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
+def main(
+    argv: list[str] | None = None, live: LiveRunner | None = None, capture: Capturer | None = None
+) -> int:
     parser = argparse.ArgumentParser(
         prog="amq-sim", description="Traffic simulation of federated topologies."
     )
@@ -76,7 +86,19 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
     check_live.add_argument(
         "--var", type=Path, help="directory for the nodes' data and logs (default: a new temporary one)"
     )
+    sampled = sub.add_parser(
+        "capture", help="sample a running federation's counters and bindings into a workload file"
+    )
+    sampled.add_argument(
+        "--from", dest="topology", type=Path, required=True, help="the federation's topology file"
+    )
+    sampled.add_argument(
+        "--duration", type=_duration, default=60.0, help="the window: 60s (the default), 2m, 1.5h or seconds"
+    )
+    sampled.add_argument("-o", "--output", type=Path, required=True, help="workload file to write (TOML)")
     args = parser.parse_args(argv)
+    if args.command == "capture":
+        return _capture(args.topology, args.duration, args.output, capture)
     try:
         if args.command == "generate":
             return _generate(args.spec, args.output)
@@ -106,6 +128,35 @@ def main(argv: list[str] | None = None, live: LiveRunner | None = None) -> int:
         print(f"wrote {args.output}: {_count(written, 'event')} of scenario {scenario.name}")
         return 0
     return _run(scenario, args.out or f"out/{scenario.name}", args.engine, args.master, args.partitions)
+
+
+def _duration(text: str) -> float:
+    try:
+        return duration_seconds(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _capture(path: Path, seconds: float, output: Path, capture: Capturer | None) -> int:
+    """Sample the federation of the topology file at `path` into `output`."""
+    if capture is None:
+        print("amq-sim: capture reads live nodes: use the amq-sim console script", file=sys.stderr)
+        return 2
+    try:
+        topology = load_topology(path)
+    except TopologyError as err:
+        print("\n".join(err.problems), file=sys.stderr)
+        return 1
+    try:
+        workload = capture(topology, seconds, lambda line: print(line, flush=True))
+    except CaptureError as err:
+        print(f"amq-sim capture: {err}", file=sys.stderr)
+        return 1
+    relative = os.path.relpath(path.resolve(), output.resolve().parent)
+    output.write_text(workload_toml(replace(workload, topology=relative)))
+    print("\n".join(summary(workload)))
+    print(f'wrote {output}: use it from a scenario with [workload] file = "..." (docs/simulation.md)')
+    return 0
 
 
 def _check(scenario: Scenario) -> int:

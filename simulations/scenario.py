@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.tomlfile import ConfigError, KeyPath, TomlFile, describe, parse_toml, read_toml
 from simulations import schema
+from simulations.captured import CapturedPublisher, WorkloadError, applied, load_workload, problems_with
 from simulations.generators import GeneratorSpec, generate
 from topology.loader import TopologyError, load_topology
 from topology.model import Topology
@@ -188,12 +189,16 @@ def load_scenario_text(text: str, path: str) -> Scenario:
 def _load(doc: TomlFile) -> Scenario:
     reader = _Reader(doc)
     values = reader.read()
-    topology = reader.topology(values.get("topology", {}))
+    topology = reader.topology(values.get("topology", {}), captured="workload" in values)
+    captured: list[CapturedPublisher] = []
+    if topology is not None and "file" in values.get("workload", {}):
+        topology, captured = reader.workload(values["workload"], topology)
     if topology is not None:
         reader.references(values, topology)
     if reader.problems or topology is None:
         raise ScenarioError(reader.sorted_problems())
-    return _build(doc, values, topology)
+    scale = values.get("workload", {}).get("scale", 1.0)
+    return _build(doc, values, topology, tuple(_captured(p, scale) for p in captured))
 
 
 class _Reader(SectionReader):
@@ -279,8 +284,30 @@ class _Reader(SectionReader):
                 "separates nothing: name two groups, or leave some nodes out",
             )
 
-    def topology(self, values: dict[str, Any]) -> Topology | None:
-        """The topology file read, or the generator run; None after saying why not."""
+    def workload(
+        self, values: dict[str, Any], topology: Topology
+    ) -> tuple[Topology | None, list[CapturedPublisher]]:
+        """`[workload]`: the captured workload's file read and checked against the topology,
+        which is grown (`grow`) and gets the workload's bindings; None after saying why not."""
+        try:
+            workload = load_workload(self.doc.path.parent / values["file"])
+        except WorkloadError as err:
+            problems = err.problems
+        else:
+            problems = problems_with(workload, topology)
+        if problems:  # the workload file's own `file:line: key` (sorted at this file's [workload])
+            line = self.doc.lines.get(("workload", "file"), 0)
+            self.problems += [(line, problem) for problem in problems]
+            return None, []
+        try:
+            return applied(workload, topology, values.get("grow", 1))
+        except ValueError as err:
+            self.problem(("workload", "grow"), str(err))
+            return None, []
+
+    def topology(self, values: dict[str, Any], captured: bool = False) -> Topology | None:
+        """The topology file read, or the generator run; None after saying why not. With a
+        `captured` workload the file's [[publishers]] are left out: the workload measured them."""
         if ("file" in values) == ("generator" in values):
             self.problem(("topology",), "give exactly one of 'file' or 'generator'")
             return None
@@ -291,7 +318,7 @@ class _Reader(SectionReader):
                 for problem in err.problems:
                     self.problem(("topology", "file"), problem)
                 return None
-            if topology.publishers and "publishers_rate" not in values:
+            if topology.publishers and "publishers_rate" not in values and not captured:
                 first = topology.publishers[0].where.split(": ")[0]
                 self.problem(
                     ("topology", "file"),
@@ -316,7 +343,9 @@ def _spec(topology: dict[str, Any]) -> GeneratorSpec:
     return GeneratorSpec(**{key.replace("-", "_"): value for key, value in topology.items()})
 
 
-def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenario:
+def _build(
+    doc: TomlFile, values: dict[str, Any], topology: Topology, captured: tuple[Publishers, ...] = ()
+) -> Scenario:
     head = values["scenario"]
     links = values["links"]
 
@@ -326,7 +355,7 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
             for rule in links.get(key, [])
         )
 
-    publishers = tuple(_publishers(dict(entry)) for entry in values["publishers"])
+    publishers = tuple(_publishers(dict(entry)) for entry in values["publishers"]) + captured
     rate = values.get("topology", {}).get("publishers_rate", 0.0)
     if rate > 0:  # the topology file's publishers, each node publishing its one key
         publishers += tuple(Publishers(p.node, p.exchange, rate, keys=(p.key,)) for p in topology.publishers)
@@ -360,6 +389,12 @@ def _build(doc: TomlFile, values: dict[str, Any], topology: Topology) -> Scenari
         restart=head.get("restart", NODE_RESTART),
         generator=None if "file" in values.get("topology", {}) else _spec(values.get("topology", {})),
     )
+
+
+def _captured(publisher: CapturedPublisher, scale: float) -> Publishers:
+    """A captured publisher at `scale` times its rate (its size when one was counted)."""
+    publishers = Publishers(publisher.node, publisher.exchange, publisher.rate * scale, keys=publisher.keys)
+    return publishers if publisher.size is None else replace(publishers, size=publisher.size)
 
 
 def _publishers(entry: dict[str, Any]) -> Publishers:

@@ -173,8 +173,28 @@ FAILURE = Section(
     required={"from": "when it goes down (s)", "to": "when it comes back (s)"},
 )
 
+#: The most nodes `grow` may make of one edge node.
+MAX_GROW = 10_000
+
+
+def _grow(value: object) -> int:
+    nodes = value.get("nodes") if isinstance(value, dict) and set(value) == {"nodes"} else None
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= MAX_GROW:
+        raise Invalid(f"a table {{nodes = N}}: every edge node becomes N nodes, N 1-{MAX_GROW}", value)
+    return nodes
+
+
+WORKLOAD = Section(
+    {
+        "file": text("a workload file path (relative to this file), as amq-sim capture writes it", 4096),
+        "scale": number(1e-6, 1e6),
+        "grow": _grow,
+    },
+    required={"file": "the workload file"},
+)
+
 #: Top-level tables, and arrays of tables with their sections.
-TABLES = {"scenario": SCENARIO, "topology": TOPOLOGY, "keys": KEYS}
+TABLES = {"scenario": SCENARIO, "topology": TOPOLOGY, "keys": KEYS, "workload": WORKLOAD}
 ARRAYS = {
     "publishers": PUBLISHER,
     "subscribers": SUBSCRIBER,
