@@ -3,6 +3,7 @@ live runs themselves: tests/integration/test_validate.py)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -25,27 +26,44 @@ def test_the_simulated_counts_sum_the_tables() -> None:
     a_b = links[links["link"] == "a>b"]
     assert counts.links["a>b"] == int((a_b["messages"] - a_b["lost"]).sum()) > 0
     assert sum(counts.published.values()) == int(tables["nodes"]["published"].sum()) > 0
+    exchanges = tables["exchanges"].set_index(["node", "exchange"])["published"]
+    assert counts.exchanges == {key: int(value) for key, value in exchanges.items()}
+    # Into b's "t" only what arrives over a>b (b publishes its own 40 too), into c's only over b>c.
+    b_c = links[links["link"] == "b>c"]
+    assert counts.exchanges[("b", "t")] == 40 + counts.links["a>b"]
+    assert counts.exchanges[("c", "t")] == int((b_c["messages"] - b_c["lost"]).sum()) > 0
 
 
 def test_every_count_either_side_has_is_compared() -> None:
-    model = LiveCounts(queues={("a", "q"): 3}, links={"a>b": 2}, published={"a": 5})
-    live = LiveCounts(queues={("a", "q"): 3, ("b", "q"): 1}, links={"a>b": 2}, published={"a": 5})
+    model = LiveCounts(
+        queues={("a", "q"): 3}, links={"a>b": 2}, published={"a": 5}, exchanges={("b", "t"): 2}
+    )
+    live = LiveCounts(
+        queues={("a", "q"): 3, ("b", "q"): 1},
+        links={"a>b": 2},
+        published={"a": 5},
+        exchanges={("b", "t"): 2, ("a", "t"): 5},
+        looped={("a", "t"): 1},
+    )
     rows = compare(model, live)
     assert [(row.kind, row.name, row.simulated, row.live, row.agrees) for row in rows] == [
         ("queue", "a/q", 3, 3, True),
         ("queue", "b/q", 0, 1, False),
         ("link", "a>b", 2, 2, True),
         ("published", "a", 5, 5, True),
+        ("exchange", "a/t", 0, 5, False),
+        ("exchange", "b/t", 2, 2, True),
+        ("looping", "a/t", 0, 1, False),
     ]
     lines = report_lines(rows)
-    assert lines[2].startswith("!=queue") and lines[-1] == "validate: 1 of 4 counts differ (marked !=)"
+    assert lines[2].startswith("!=queue") and lines[-1] == "validate: 3 of 7 counts differ (marked !=)"
 
 
 def test_validate_exits_1_on_a_difference_and_0_on_none(capsys: pytest.CaptureFixture[str]) -> None:
     simulated = simulated_counts(reference.tables(load_scenario(KINDS)))
 
     def agreeing(scenario: Scenario, var: Path, say: object) -> LiveCounts:
-        return LiveCounts(dict(simulated.queues), dict(simulated.links), dict(simulated.published))
+        return copy.deepcopy(simulated)
 
     def one_lost(scenario: Scenario, var: Path, say: object) -> LiveCounts:
         counts = agreeing(scenario, var, say)
