@@ -80,7 +80,7 @@ def withdrawals(
     def leaves(link: LinkId, before: Path) -> tuple[Leaf, ...] | None:
         here = (*before, link)
         onward = onward_of.get(here, [])
-        if vias[(link, before)] != DYNAMIC or here in ends or not onward:
+        if vias.get((link, before)) != DYNAMIC or here in ends or not onward:
             return None
         found: set[Leaf] = set()
         for nxt in onward:
@@ -169,10 +169,10 @@ class World:
         for arrival in result.arrivals:
             if arrival.path:
                 hops = tuple(link_id(*hop) for hop in arrival.path)
-                found = (arrival.exchange, arrival.looped, arrival.via)
-                landed[(hops[-1], hops[:-1])] = landed.get((hops[-1], hops[:-1]), found)
-                if landed[(hops[-1], hops[:-1])] != found:
-                    landed[(hops[-1], hops[:-1])] = (arrival.exchange, arrival.looped, "")
+                crossing, found = (hops[-1], hops[:-1]), (arrival.exchange, arrival.looped, arrival.via)
+                known = landed.setdefault(crossing, found)
+                if known != found:
+                    landed[crossing] = (*known[:2], "")
         ordered = sorted(crossings.items())
         vias = {crossing: via for crossing, (_, _, via) in landed.items()}
         # (most classes cross no transient exchange route: nothing to work out for them)

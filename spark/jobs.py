@@ -263,8 +263,9 @@ def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
 
 def landed(made_df: DataFrame, failures: Failures) -> DataFrame:
     """Per (node, exchange), the copies of `made` crossings that arrive there (`published`:
-    offered to a link and not lost on it) and those the node drops as looping."""
-    arrived = made_df.where((F.col("exchange") != "") & ~failures.losing(F.col("link"), F.col("step")))
+    offered to a link within the run and not lost on it) and those the node drops as looping."""
+    offered = (F.col("exchange") != "") & (F.col("step") < failures.steps)
+    arrived = made_df.where(offered & ~failures.losing(F.col("link"), F.col("step")))
     return arrived.select(
         F.split("link", ">")[1].alias("node"),
         "exchange",
