@@ -282,9 +282,8 @@ def made(carried_df: DataFrame, failures: Failures) -> DataFrame:
     # A copy held by a link down before this one reaches it when that link is back (past the
     # run's end: a step the links table does not have); none is sent while the bindings it
     # would be forwarded for are gone (simulations.world.Outages.withdrawn).
-    sent = ~failures.withdrawn(
-        F.concat(F.col("path"), F.array(F.col("link"))), F.from_json("gates", GATES_SCHEMA), F.col("step")
-    )
+    gates = F.when(F.col("gates") != "", F.from_json("gates", GATES_SCHEMA))  # (parsed only where some)
+    sent = ~failures.withdrawn(F.concat(F.col("path"), F.array(F.col("link"))), gates, F.col("step"))
     return walked.where(~F.col("walk.lost") & sent).withColumn("step", F.col("walk.after"))
 
 

@@ -96,8 +96,8 @@ def test_the_live_run_follows_the_models_moments_in_order() -> None:
     found = moments(scenario, {"b>c": [(3.0, 9.0)], "a>b": [(3.0, 7.5)]})
     assert [(m.at, m.action, m.node or m.link) for m in found] == [
         (3.0, "kill", "b"),
-        (6.0, "restart", "b"),
-        (7.5, "ready", "b"),  # the failure's end and its restart time (1.5 s)
+        (4.8, "restart", "b"),
+        (7.5, "ready", "b"),  # the failure's end and its restart time (2.7 s)
         (7.5, "link-up", "a>b"),  # a link is waited for once its node is ready
         (9.0, "link-up", "b>c"),
     ]
