@@ -66,9 +66,10 @@ def test_a_node_killed_and_restarted_agrees(tmp_path: Path, capsys: pytest.Captu
 def test_a_node_killed_in_front_of_a_transient_route_agrees(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """b, the transient route's source, is killed at 3 s and ready at 7.5 s; c's link to b is
-    back at 9 s. From 7.5 to 9 s b advertises no binding for the route, so a forwards only
-    what b's own queues want (docs/simulation.md, "Failures and recovery")."""
+    """b, the transient route's source, is killed at 3 s and ready at 10 s; c's link to b is
+    back at 17 s. From 10 to 17 s b advertises no binding for the route, so a forwards only
+    what b's own queues want (docs/simulation.md, "Failures and recovery"): a>b 337 of a's
+    400 (the model counted 400 before)."""
     status, out = validate("chain-node.toml", tmp_path, capsys)
     assert "killed b (SIGKILL)" in out
     rows = compared(out)

@@ -93,13 +93,13 @@ def test_validate_needs_the_live_side(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_the_live_run_follows_the_models_moments_in_order() -> None:
     scenario = load_scenario(KINDS.parent / "chain-node.toml")
-    found = moments(scenario, {"b>c": [(3.0, 9.0)], "a>b": [(3.0, 7.5)]})
+    found = moments(scenario, {"b>c": [(3.0, 17.0)], "a>b": [(3.0, 10.0)]})
     assert [(m.at, m.action, m.node or m.link) for m in found] == [
         (3.0, "kill", "b"),
-        (4.8, "restart", "b"),
-        (7.5, "ready", "b"),  # the failure's end and its restart time (2.7 s)
-        (7.5, "link-up", "a>b"),  # a link is waited for once its node is ready
-        (9.0, "link-up", "b>c"),
+        (9.5, "restart", "b"),
+        (10.0, "ready", "b"),  # the failure's end and its restart time (0.5 s)
+        (10.0, "link-up", "a>b"),  # a link is waited for once its node is ready
+        (17.0, "link-up", "b>c"),
     ]
 
 
