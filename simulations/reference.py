@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from simulations.hops import Done, TreeTraffic
@@ -39,6 +40,10 @@ def tables(
     world = World(scenario, forests)
     counts, published = _count_events(scenario, progress)
     counts = _accepted(world, counts, published)
+    #: Per (node, exchange): [copies published into it, of those dropped as looping].
+    landed: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for (entry, node, _, _), (messages, _) in counts.items():
+        landed[(node, scenario.publishers[entry].exchange)][0] += messages
     progress("routing", 0.0)
     trees, counts = _on_trees(world, counts)
     routes: dict[Class, ClassRoute] = {}
@@ -55,9 +60,17 @@ def tables(
     crossed = {link for route in routes.values() for link, _, _ in route.crossings}
     links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
     down = Outages(world, world.windows(links))
-    offered = _offered(scenario, down, counts, routes, links)
-    for number, tree in enumerate(trees):
-        tree.offer(down, offered, _share(progress, "trees: traffic", number, len(trees)))
+    offered = _offered(scenario, down, counts, routes, links, landed)
+    for number, (tree, exchange) in enumerate(trees.items()):
+        _offer_tree(
+            scenario,
+            down,
+            tree,
+            exchange,
+            offered,
+            landed,
+            _share(progress, "trees: traffic", number, len(trees)),
+        )
     link_rows: list[dict[str, Any]] = _links(scenario, world, down, offered, links)
     progress("outcomes", 0.0)
     delay = {
@@ -102,6 +115,14 @@ def tables(
         "nodes": pd.DataFrame(nodes),
         "queues": pd.DataFrame(queues, columns=_columns("queues")),
         "delays": pd.DataFrame(delays, columns=_columns("delays")),
+        "exchanges": pd.DataFrame(
+            [
+                (node, exchange, *counted)
+                for (node, exchange), counted in sorted(landed.items())
+                if counted[0]
+            ],
+            columns=_columns("exchanges"),
+        ),
     }
 
 
@@ -110,8 +131,9 @@ def _share(progress: Progress, stage: str, number: int, count: int) -> Done:
     return lambda share: progress(stage, (number + share) / count)
 
 
-def _on_trees(world: World, counts: Counts) -> tuple[list[TreeTraffic], Counts]:
-    """The counts of publishes into plain forests, per (exchange, tree), and the rest."""
+def _on_trees(world: World, counts: Counts) -> tuple[dict[TreeTraffic, str], Counts]:
+    """The counts of publishes into plain forests, per (exchange, tree) (each tree with its
+    exchange), and the rest."""
     trees: dict[tuple[str, int], TreeTraffic] = {}
     places: dict[tuple[int, str], TreeTraffic | None] = {}
     rest: Counts = {}
@@ -127,7 +149,7 @@ def _on_trees(world: World, counts: Counts) -> tuple[list[TreeTraffic], Counts]:
             rest[(entry, node, key, step)] = [messages, size]
         else:
             tree.add(node, key, step, messages, size)
-    return list(trees.values()), rest
+    return {tree: exchange for (exchange, _), tree in trees.items()}, rest
 
 
 def _columns(table: str) -> list[str]:
@@ -168,17 +190,55 @@ def _accepted(world: World, counts: Counts, published: dict[str, list[int]]) -> 
 
 
 def _offered(
-    scenario: Scenario, down: Outages, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
+    scenario: Scenario,
+    down: Outages,
+    counts: Counts,
+    routes: dict[Class, ClassRoute],
+    links: list[LinkId],
+    landed: dict[tuple[str, str], list[int]],
 ) -> dict[LinkId, list[list[int]]]:
-    """Per link and step, [messages, bytes] the classes' crossings offer it."""
+    """Per link and step, [messages, bytes] the classes' crossings offer it; what crosses
+    (offered, not lost there) is added to `landed` on the exchange its copies arrive on."""
     offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
     for (entry, node, key, step), (messages, size) in counts.items():
-        for link, before, copies in routes[(entry, node, key)].crossings:
+        route = routes[(entry, node, key)]
+        for number, (link, before, copies) in enumerate(route.crossings):
             walk = down.walk(before, step)
-            if not walk.lost and walk.after < scenario.steps:  # (held past the run's end)
-                offered[link][walk.after][0] += messages * copies
-                offered[link][walk.after][1] += size * copies
+            if walk.lost or walk.after >= scenario.steps:  # (held past the run's end)
+                continue
+            if route.gates and down.withdrawn((*before, link), route.gates[number], step):
+                continue
+            offered[link][walk.after][0] += messages * copies
+            offered[link][walk.after][1] += size * copies
+            exchange, looped = route.landings[number]
+            if exchange and not down.losing(link, walk.after):
+                cell = landed[(link_ends(link)[1], exchange)]
+                cell[0] += messages * copies
+                cell[1] += messages * copies if looped else 0
     return offered
+
+
+def _offer_tree(
+    scenario: Scenario,
+    down: Outages,
+    tree: TreeTraffic,
+    exchange: str,
+    offered: dict[LinkId, list[list[int]]],
+    landed: dict[tuple[str, str], list[int]],
+    done: Done,
+) -> None:
+    """Add what a tree's links carry to `offered`, and what crosses them to `landed` (on the
+    tree's exchange: a plain forest's copies stay on it, and none loops)."""
+    # (per link an array of steps x [messages, bytes]: a tree of 10,000 nodes has 20,000 links)
+    own: dict[LinkId, np.ndarray] = defaultdict(lambda: np.zeros((scenario.steps, 2), dtype=np.int64))
+    tree.offer(down, own, done)  # type: ignore[arg-type]  # (indexed as the lists are)
+    for link, steps in own.items():
+        for step in np.flatnonzero(steps.any(axis=1)).tolist():
+            messages, size = (int(value) for value in steps[step])
+            offered[link][step][0] += messages
+            offered[link][step][1] += size
+            if not down.losing(link, step):
+                landed[(link_ends(link)[1], exchange)][0] += messages
 
 
 def _links(

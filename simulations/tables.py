@@ -57,8 +57,14 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("region", "string"),
         ("messages", "bigint"),
     ),
+    "exchanges": (
+        ("node", "string"),
+        ("exchange", "string"),
+        ("published", "bigint"),
+        ("dropped_looping", "bigint"),
+    ),
 }
-KEYS = {"links": 2, "nodes": 1, "queues": 2, "delays": 4}
+KEYS = {"links": 2, "nodes": 1, "queues": 2, "delays": 4, "exchanges": 2}
 
 
 def key_columns(table: str) -> list[str]:
@@ -138,5 +144,5 @@ def summary_lines(name: str, engine: str, seconds: float, out: Path) -> list[str
         f"  links used     {s['links']:>14,}",
         f"  busiest link   {s['busiest_link']} ({s['busiest_messages']:,} messages)",
         f"  max backlog    {s['max_backlog']:>14,}  messages",
-        f"tables: {out}/{{links,nodes,queues,delays}} (Parquet); report: amq-sim report {out}",
+        f"tables: {out}/{{links,nodes,queues,delays,exchanges}} (Parquet); report: amq-sim report {out}",
     ]

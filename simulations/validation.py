@@ -7,7 +7,11 @@ Counts compared, each over the whole run:
   `enqueued` counter (copies arriving twice count twice on both sides);
 - per directed link `a>b`: messages that crossed it (offered, less what a transient link lost)
   against the count at the end holding the link (`messages_in`/`messages_out`);
-- per publishing node: publishes the node accepted, and publishes refused because it was down.
+- per publishing node: publishes the node accepted, and publishes refused because it was down;
+- per exchange of the scenario on each node: messages published into it (`published` of
+  management's exchanges.list: a client's publishes and every copy arriving over a link, route
+  or peering) and copies it dropped as looping (`dropped_looping`). Its `routed` and
+  `unroutable` are not compared (docs/simulation.md says why).
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ class LiveCounts:
     links: dict[LinkId, int] = field(default_factory=dict)
     published: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
+    #: Per (node, exchange), messages published into it, and copies it dropped as looping.
+    exchanges: dict[tuple[str, str], int] = field(default_factory=dict)
+    looped: dict[tuple[str, str], int] = field(default_factory=dict)
     #: Per node, its bindings, and per exchange the interest it routes by (bindings of other
     #: nodes and their paths' hops): read to tell when the federation has settled, not compared.
     bindings: dict[str, int] = field(default_factory=dict)
@@ -64,6 +71,7 @@ def simulated_counts(tables: dict[str, pd.DataFrame]) -> LiveCounts:
     queues = tables["queues"]
     links = tables["links"]
     nodes = tables["nodes"]
+    exchanges = tables["exchanges"]
     carried = links.assign(carried=links["messages"] - links["lost"]).groupby("link")["carried"].sum()
     return LiveCounts(
         queues={
@@ -73,6 +81,17 @@ def simulated_counts(tables: dict[str, pd.DataFrame]) -> LiveCounts:
         links={str(link): int(count) for link, count in carried.items()},
         published={str(n): int(p) for n, p in zip(nodes["node"], nodes["published"], strict=True) if p},
         refused={str(n): int(r) for n, r in zip(nodes["node"], nodes["refused"], strict=True) if r},
+        exchanges={
+            (str(n), str(x)): int(p)
+            for n, x, p in zip(exchanges["node"], exchanges["exchange"], exchanges["published"], strict=True)
+        },
+        looped={
+            (str(n), str(x)): int(d)
+            for n, x, d in zip(
+                exchanges["node"], exchanges["exchange"], exchanges["dropped_looping"], strict=True
+            )
+            if d
+        },
     )
 
 
@@ -88,6 +107,8 @@ def compare(simulated: LiveCounts, live: LiveCounts) -> list[Row]:
     side_by_side("link", simulated.links, live.links)
     side_by_side("published", simulated.published, live.published)
     side_by_side("refused", simulated.refused, live.refused)
+    side_by_side("exchange", simulated.exchanges, live.exchanges)
+    side_by_side("looping", simulated.looped, live.looped)
     return rows
 
 

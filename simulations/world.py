@@ -12,20 +12,26 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from simulations.recovery import Recovery, carriers
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
-from topology.flow import PlainForest, Tracer
+from topology.flow import DYNAMIC, TRANSIENT_BINDING, PlainForest, Tracer
 from topology.model import Publisher, Topology
 
 #: A directed link as the tables name it: "from>to" (">" is never in a node name).
 LinkId = str
 Path = tuple[LinkId, ...]
+#: Why a crossing over a dynamic hop is made: dynamic hops from it on, ending at the link of a
+#: transient exchange route whose binding the hops' nodes advertised (see `withdrawals`).
+Leaf = Path
+#: A crossing on a copy's path that is not made while the bindings behind it are gone: its
+#: position on the path, and its leaves (it is made while any leaf's binding stands).
+Gate = tuple[int, tuple[Leaf, ...]]
 
 
 def link_id(source: str, destination: str) -> LinkId:
@@ -44,6 +50,56 @@ class ClassRoute:
 
     crossings: tuple[tuple[LinkId, Path, int], ...]
     deliveries: tuple[tuple[str, str, Path, int], ...]
+    #: Per crossing, in order, the gates on its path, itself included (() if none has any).
+    gates: tuple[tuple[Gate, ...], ...] = ()
+    #: Per crossing, in order, the exchange its copy arrives on at the link's far end ("": it
+    #: arrives on none) and whether that node drops it as looping.
+    landings: tuple[tuple[str, bool], ...] = ()
+
+
+def withdrawals(
+    vias: dict[tuple[LinkId, Path], str], ends: set[Path], durable: Callable[[LinkId], bool]
+) -> Callable[[LinkId, Path], tuple[Gate, ...]]:
+    """The gates on the path of each crossing (link, path before it) of one class, from how
+    each crossing was made (`vias`, topology.flow's) and the paths that end at a queue or
+    where the copy is dropped as looping (`ends`).
+
+    A transient exchange route's binding on its source exists only while the route's link is
+    up (its queue dies with the connection), and the source advertises it upstream over its
+    dynamic routes (federation.dynamic_route resends its adverts at once on every change). So a
+    crossing over a dynamic hop is made only while some binding it is forwarded for stands:
+    its leaves are the dynamic hops from it to each transient link (not durable in the model)
+    that all its copies go on to; it has none (it is always made) if a copy stops after it (a
+    queue, a loop) or goes on any other way (a durable route, a federation)."""
+
+    onward_of: dict[Path, list[LinkId]] = {}
+    for nxt, path in vias:
+        onward_of.setdefault(path, []).append(nxt)
+
+    @cache
+    def leaves(link: LinkId, before: Path) -> tuple[Leaf, ...] | None:
+        here = (*before, link)
+        onward = onward_of.get(here, [])
+        if vias.get((link, before)) != DYNAMIC or here in ends or not onward:
+            return None
+        found: set[Leaf] = set()
+        for nxt in onward:
+            if vias[(nxt, here)] == TRANSIENT_BINDING and not durable(nxt):
+                found.add((link, nxt))
+                continue
+            further = leaves(nxt, here) if vias[(nxt, here)] == DYNAMIC else None
+            if further is None:
+                return None
+            found.update((link, *leaf) for leaf in further)
+        return tuple(sorted(found))
+
+    @cache
+    def gates(link: LinkId, before: Path) -> tuple[Gate, ...]:
+        path = (*before, link)
+        found = [(position, leaves(path[position], path[:position])) for position in range(len(path))]
+        return tuple((position, leaf) for position, leaf in found if leaf)
+
+    return gates
 
 
 @dataclass(frozen=True)
@@ -107,9 +163,31 @@ class World:
         deliveries = Counter(
             (where[0], where[1], tuple(link_id(*hop) for hop in path)) for where, path in result.deliveries
         )
+        #: Per crossing, how its copy arrived: (exchange, dropped as looping, via); two
+        #: crossings alike that differ count as made neither way (DYNAMIC nor TRANSIENT_BINDING).
+        landed: dict[tuple[LinkId, Path], tuple[str, bool, str]] = {}
+        for arrival in result.arrivals:
+            if arrival.path:
+                hops = tuple(link_id(*hop) for hop in arrival.path)
+                crossing, found = (hops[-1], hops[:-1]), (arrival.exchange, arrival.looped, arrival.via)
+                known = landed.setdefault(crossing, found)
+                if known != found:
+                    landed[crossing] = (*known[:2], "")
+        ordered = sorted(crossings.items())
+        vias = {crossing: via for crossing, (_, _, via) in landed.items()}
+        # (most classes cross no transient exchange route: nothing to work out for them)
+        if TRANSIENT_BINDING in vias.values():
+            ends = {path for _, _, path in deliveries}
+            ends |= {(*before, link) for (link, before), (_, looped, _) in landed.items() if looped}
+            gates = withdrawals(vias, ends, self.durable)
+            on_paths = tuple(gates(link, before) for (link, before), _ in ordered)
+        else:
+            on_paths = ()
         return ClassRoute(
-            tuple((link, before, copies) for (link, before), copies in sorted(crossings.items())),
+            tuple((link, before, copies) for (link, before), copies in ordered),
             tuple((*delivery, copies) for delivery, copies in sorted(deliveries.items())),
+            on_paths,
+            tuple(landed.get(crossing, ("", False, ""))[:2] for crossing, _ in ordered),
         )
 
     def durable(self, link: LinkId) -> bool:
@@ -242,6 +320,33 @@ class Outages:
                 step = self.release(link, step)
             self._walks[key] = Walk(tuple(at), step, lost, through_down)
         return self._walks[key]
+
+    def withdrawn(self, path: Path, gates: tuple[Gate, ...], step: int) -> bool:
+        """A copy published at `step` that would take `path` is not sent along all of it: at a
+        gate on the way, every binding it would be forwarded for is gone as the gate's node
+        sees it when the copy is there (`unbound`)."""
+        if not gates or not self.failing(step):  # (every hop up: every binding stands)
+            return False
+        return any(
+            all(self.unbound(leaf, self.walk(path[:position], step).after) for leaf in leaves)
+            for position, leaves in gates
+        )
+
+    def unbound(self, leaf: Leaf, step: int) -> bool:
+        """The binding behind the leaf's last link is gone as the node at its start sees it at
+        `step`: a node knows what the next one advertised when the hop between them was last
+        up (while a hop is down its adverts stay as they were: a durable bridge queue keeps
+        them, a dead node sends none), and the binding is gone while its transient link is
+        down and dropped (not while it only stalls)."""
+        for hop in leaf[:-1]:
+            step = self.last_up(hop, step)
+        return step >= 0 and self.losing(leaf[-1], step)
+
+    def last_up(self, link: LinkId, step: int) -> int:
+        """The last step at or before `step` at which the link is up (-1: none); a link is in
+        one window at a time (World.windows)."""
+        firsts = [w.first - 1 for w in self.windows if w.first <= step < w.end and link in w.links]
+        return min(firsts, default=step)
 
     def blocked(self, path: Path, step: int) -> bool:
         """A copy published at `step` is lost on the way along `path`."""

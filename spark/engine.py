@@ -53,6 +53,9 @@ class _ClassPart:
     def offered(self, failures: Failures) -> DataFrame:
         return jobs.offered(self.carried, failures)
 
+    def landed(self, failures: Failures) -> DataFrame:
+        return jobs.landed(jobs.made(self.carried, failures), failures)
+
     def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
         return jobs.deliveries(self.carried, traffic, failures).drop("step")
 
@@ -92,7 +95,11 @@ class _TreePart:
         return self.carried.where("crossed").select("link")
 
     def offered(self, failures: Failures) -> DataFrame:
-        return self.carried.drop("crossed")
+        return self.carried.drop("crossed", "exchange")
+
+    def landed(self, failures: Failures) -> DataFrame:
+        # (a plain forest's copies stay on its exchange, and none loops)
+        return jobs.landed(self.carried.where(~F.col("crossed")).withColumn("looped", F.lit(False)), failures)
 
     def deliveries(self, traffic: DataFrame, failures: Failures) -> DataFrame:
         # Only delays other than the link's latency travel (a task takes the latency for the rest).
@@ -163,8 +170,17 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         "nodes": jobs.node_table(nodes, steps, drawn.where(refused), routed, traffic, queues),
         "queues": queues,
         "delays": jobs.delay_table(delivered, nodes),
+        "exchanges": jobs.exchange_table(_origins(steps, scenario), [p.landed(failures) for p in parts]),
     }
     return {table: df.select(*(column for column, _ in COLUMNS[table])) for table, df in found.items()}
+
+
+def _origins(steps: DataFrame, scenario: Scenario) -> DataFrame:
+    """The accepted publishes (class steps) as (node, exchange, messages): each publisher
+    entry's exchange."""
+    exchanges = F.array(*(F.lit(publishers.exchange) for publishers in scenario.publishers))
+    exchange = F.element_at(exchanges, F.col("entry") + 1).cast("string")
+    return steps.select("node", exchange.alias("exchange"), "messages")
 
 
 def _failing(scenario: Scenario) -> Column:

@@ -101,6 +101,34 @@ class Failures:
         # Outside every window (most steps) the walk changes nothing: not worked out there.
         return F.when(self.failing(step), F.aggregate(path, start, cross)).otherwise(start)
 
+    def withdrawn(self, path: Column, gates: Column, step: Column) -> Column:
+        """A copy published at `step` that would take `path` is not sent along all of it, by
+        its `gates` (null: none), as simulations.world.Outages.withdrawn."""
+
+        def closed(gate: Column) -> Column:
+            at = self.walk(F.slice(path, F.lit(1), gate["position"]), step)["after"]
+            return F.forall(gate["leaves"], lambda leaf: self.unbound(leaf, at))
+
+        found = F.when(self.failing(step) & gates.isNotNull(), F.exists(gates, closed))
+        return F.coalesce(found, F.lit(False))
+
+    def unbound(self, leaf: Column, step: Column) -> Column:
+        """The binding behind the leaf's last link is gone as the node at its start sees it at
+        `step` (simulations.world.Outages.unbound)."""
+        hops = F.slice(leaf, F.lit(1), F.size(leaf) - 1)
+        seen = F.aggregate(hops, step.cast("bigint"), lambda at, hop: self.last_up(hop, at))
+        return (seen >= 0) & self.losing(F.element_at(leaf, -1), seen)
+
+    def last_up(self, link: Column, step: Column) -> Column:
+        """The last step at or before `step` at which the link is up (-1: none)."""
+        found = step.cast("bigint")
+        for a, b, lose, keep in self.windows:
+            if lose or keep:
+                found = F.when(
+                    (step >= a) & (step < b) & link.isin(*lose, *keep), F.lit(a - 1).cast("bigint")
+                ).otherwise(found)
+        return found
+
     def arrivals(self, path: Column, step: Column) -> Column:
         """The step a copy published at `step` reaches each link of `path` at."""
         walked = F.transform(path, lambda _, index: self.walk(F.slice(path, 1, index), step)["after"])

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from simulations.scenario import Scenario
 from simulations.workload import KeyDraw, size_range, source_seed, step_counts
-from simulations.world import World
+from simulations.world import Gate, World
 from spark.failures import Failures
 from spark.frames import local_frame
 from spark.shipping import received
@@ -29,8 +29,10 @@ from spark.shipping import received
 CLASS = ["entry", "node", "key"]
 ROUTES_SCHEMA = (
     "cid bigint, entry int, node string, key int, kind string, link string, path array<string>, "
-    "at string, queue string, copies bigint"
+    "at string, queue string, exchange string, looped boolean, gates string, copies bigint"
 )
+#: A crossing's gates (simulations.world.Gate) as its route row's `gates` holds them, in JSON.
+GATES_SCHEMA = "array<struct<position:int, leaves:array<array<string>>>>"
 
 #: Route rows a routing task hands to Arrow at a time (classes of 10,000 nodes make about
 #: 7,000 rows each, so a batch of 10,000 classes would hold 70 million rows in one list).
@@ -157,7 +159,21 @@ def route_classes(
     key, headers). A task hands its rows to Arrow `rows_per_frame` at a time or so (a frame
     closes after the class that fills it)."""
 
-    names = ["cid", "entry", "node", "key", "kind", "link", "path", "at", "queue", "copies"]
+    names = [
+        "cid",
+        "entry",
+        "node",
+        "key",
+        "kind",
+        "link",
+        "path",
+        "at",
+        "queue",
+        "exchange",
+        "looped",
+        "gates",
+        "copies",
+    ]
 
     def route(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         world = world_of(scenario)
@@ -177,10 +193,17 @@ def route_classes(
                     message = world.message(int(entry), int(key))
                 found = world.route(str(node), *message)
                 cls = (int(cid), int(entry), str(node), int(key))
+                gates = found.gates or ((),) * len(found.crossings)
                 rows += [
-                    (*cls, "cross", link, list(before), None, None, n) for link, before, n in found.crossings
+                    (*cls, "cross", link, list(before), None, None, landed, looped, _gates_json(gated), n)
+                    for (link, before, n), gated, (landed, looped) in zip(
+                        found.crossings, gates, found.landings, strict=True
+                    )
                 ]
-                rows += [(*cls, "deliver", None, list(path), at, q, n) for at, q, path, n in found.deliveries]
+                rows += [
+                    (*cls, "deliver", None, list(path), at, q, "", False, "", n)
+                    for at, q, path, n in found.deliveries
+                ]
                 if len(rows) >= rows_per_frame:  # a batch of large classes' routes need not fit at once
                     yield pd.DataFrame(rows, columns=names)
                     rows, flushed = [], True
@@ -190,11 +213,20 @@ def route_classes(
     return classes.mapInPandas(route, ROUTES_SCHEMA)
 
 
+def _gates_json(gates: tuple[Gate, ...]) -> str:
+    """A crossing's gates as GATES_SCHEMA in JSON ("": none)."""
+    if not gates:
+        return ""
+    return json.dumps(
+        [{"position": position, "leaves": [list(leaf) for leaf in leaves]} for position, leaves in gates]
+    )
+
+
 # -- 3. traffic ---------------------------------------------------------------------------------
 
 
 #: What tells two routes apart once the classes are summed away.
-ROUTE = ["kind", "link", "path", "at", "queue"]
+ROUTE = ["kind", "link", "path", "at", "queue", "exchange", "looped", "gates"]
 
 
 def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
@@ -222,14 +254,52 @@ def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
 def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
     """Messages and bytes offered to each link at each step (from `carried`): what every
     crossing carries, except copies lost at an earlier link that was down and transient."""
+    return (
+        made(carried_df, failures)
+        .groupBy("link", "step")
+        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+    )
+
+
+def landed(made_df: DataFrame, failures: Failures) -> DataFrame:
+    """Per (node, exchange), the copies of `made` crossings that arrive there (`published`:
+    offered to a link within the run and not lost on it) and those the node drops as looping."""
+    offered = (F.col("exchange") != "") & (F.col("step") < failures.steps)
+    arrived = made_df.where(offered & ~failures.losing(F.col("link"), F.col("step")))
+    return arrived.select(
+        F.split("link", ">")[1].alias("node"),
+        "exchange",
+        F.col("messages").alias("published"),
+        F.when(F.col("looped"), F.col("messages")).otherwise(0).alias("dropped_looping"),
+    )
+
+
+def made(carried_df: DataFrame, failures: Failures) -> DataFrame:
+    """The crossings of `carried` that are made, at the step each reaches its link (`step`):
+    not lost at an earlier link that was down and transient, nor withdrawn."""
     crossings = carried_df.where(F.col("kind") == "cross")
     walked = crossings.withColumn("walk", failures.walk(F.col("path"), F.col("step")))
     # A copy held by a link down before this one reaches it when that link is back (past the
-    # run's end: a step the links table does not have).
-    kept = walked.where(~F.col("walk.lost")).withColumn("step", F.col("walk.after"))
-    return kept.groupBy("link", "step").agg(
-        F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes")
+    # run's end: a step the links table does not have); none is sent while the bindings it
+    # would be forwarded for are gone (simulations.world.Outages.withdrawn).
+    gates = F.when(F.col("gates") != "", F.from_json("gates", GATES_SCHEMA))  # (parsed only where some)
+    sent = ~failures.withdrawn(F.concat(F.col("path"), F.array(F.col("link"))), gates, F.col("step"))
+    return walked.where(~F.col("walk.lost") & sent).withColumn("step", F.col("walk.after"))
+
+
+def exchange_table(origins: DataFrame, parts: list[DataFrame]) -> DataFrame:
+    """The `exchanges` table: per (node, exchange) with something published into it, the
+    publishes accepted there (`origins`: node, exchange, messages) and the copies `parts`
+    (`landed`'s rows) bring."""
+    published = origins.select(
+        "node", "exchange", F.col("messages").alias("published"), F.lit(0).alias("dropped_looping")
     )
+    union = reduce(DataFrame.unionByName, [published, *parts])
+    totals = union.groupBy("node", "exchange").agg(
+        F.sum("published").cast("bigint").alias("published"),
+        F.sum("dropped_looping").cast("bigint").alias("dropped_looping"),
+    )
+    return totals.where(F.col("published") > 0)
 
 
 def backlog(arrivals: Column, capacity: Column, by: list[str], order: str) -> Column:

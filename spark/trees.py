@@ -39,7 +39,7 @@ RUN = [*TREE, "run"]
 #: each (a step's bins hold dozens), 100,000 nodes would make them 800 MB.
 KEY_CELLS = 2_000_000
 PLACED_SCHEMA = "entry int, node string, exchange string, tree int"
-OFFERED_SCHEMA = "link string, step bigint, messages bigint, bytes bigint, crossed boolean"
+OFFERED_SCHEMA = "exchange string, link string, step bigint, messages bigint, bytes bigint, crossed boolean"
 #: The columns of spark.jobs.deliveries but the step (a run's steps are summed).
 DELIVERIES_SCHEMA = (
     "at string, queue string, n bigint, hops bigint, lost boolean, through_down boolean, delay_ms bigint"
@@ -169,13 +169,13 @@ def _tree(scenario: Broadcast[Scenario], group: tuple[str, int, int], keys_per_r
 
 def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int) -> DataFrame:
     """Tree publishes (exchange, tree, run, node_index, key, step, messages, bytes) -> per link
-    and step, the messages and bytes the link carries, and whether it is `crossed` by some
-    publish (lost on the way or not: the links table has every crossed link). A link's rows
-    come from each run of keys: their sums add up."""
+    and step, the messages and bytes the link carries (on the tree's exchange), and whether it
+    is `crossed` by some publish (lost on the way or not: the links table has every crossed
+    link). A link's rows come from each run of keys: their sums add up."""
 
     def offer(group: tuple[str, int, int], frame: pd.DataFrame) -> pd.DataFrame:
         tree = _tree(scenario, group, keys_per_run)
-        rows: list[tuple[LinkId, int, int, int, bool]] = []
+        rows: list[tuple[str, LinkId, int, int, int, bool]] = []
         for step, published in tree.steps(frame):
             carried = tree.traffic.offered(published, tree.traffic.states(tree.outages, step))
             if tree.outages.failing(step):
@@ -185,12 +185,12 @@ def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], keys_per_run: 
             # Held copies reach the links after the one holding them at a later step (past
             # the run: never; the links table has no such step).
             rows += [
-                (link, at, int(messages), int(size), False)
+                (group[0], link, at, int(messages), int(size), False)
                 for (link, at), (messages, size) in carried.items()
                 if (messages or size) and at < tree.steps_count
             ]
-            rows += [(link, step, 0, 0, True) for link in crossed]
-        return pd.DataFrame(rows, columns=["link", "step", "messages", "bytes", "crossed"])
+            rows += [(group[0], link, step, 0, 0, True) for link in crossed]
+        return pd.DataFrame(rows, columns=["exchange", "link", "step", "messages", "bytes", "crossed"])
 
     return tree_steps.groupBy(*RUN).applyInPandas(offer, OFFERED_SCHEMA)
 

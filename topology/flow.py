@@ -69,6 +69,12 @@ Target = tuple[str, Any]
 MAX_HOPS = 32
 #: Copies one publish may make in all before the model stops (loops that multiply).
 MAX_COPIES = 10_000
+#: How a copy came to a node (`Arrival.via`): forwarded by dynamic routing for the interest a
+#: node downstream advertised, or taken by an exchange route's binding that exists only while
+#: the route's link is up (a transient exchange route's queue dies with its connection); ""
+#: for any other way (a publish, a durable route, a queue route, a federation).
+DYNAMIC = "dynamic"
+TRANSIENT_BINDING = "transient binding"
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,20 @@ class Copy:
     from_parent: bool = False
     hops: int = 0
     path: Path = ()
+    #: How it came to this node (DYNAMIC, TRANSIENT_BINDING or "").
+    via: str = ""
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One copy arriving on an exchange of a node (the publish itself, with no path, first):
+    what the node counts as published there; `looped` if it dropped it as looping."""
+
+    node: str
+    exchange: str
+    path: Path
+    via: str
+    looped: bool
 
 
 @dataclass
@@ -103,6 +123,8 @@ class FlowResult:
     crossings: list[tuple[tuple[str, str], Path]] = field(default_factory=list)
     #: Every copy a queue received, with the path it came by.
     deliveries: list[tuple[QueueAt, Path]] = field(default_factory=list)
+    #: Every copy that arrived on an exchange (the simulator counts exchanges with these).
+    arrivals: list[Arrival] = field(default_factory=list)
 
 
 def reached_queues(topology: Topology, publisher: Publisher) -> Counter[tuple[str, str]]:
@@ -464,8 +486,10 @@ class _Network:
         onward: list[Copy] = []
         table = self.tables.get((copy.node, copy.exchange))
         federation = self.federations.get((copy.node, copy.exchange))
+        looped = table is not None and table.node in copy.trace
+        result.arrivals.append(Arrival(copy.node, copy.exchange, copy.path, copy.via, looped))
         if table is not None:
-            if table.node in copy.trace:
+            if looped:
                 result.looped += 1
                 return []
             onward += self._forward_dynamic(copy, table)
@@ -527,13 +551,16 @@ class _Network:
             node = self._downstream(copy.node, copy.exchange, tag)
             if node is not None:
                 moved = _moved(copy, node, copy.exchange, copy.key)
-                onward.append(replace(moved, destinations=origins, trace=(*copy.trace, table.node)))
+                onward.append(
+                    replace(moved, destinations=origins, trace=(*copy.trace, table.node), via=DYNAMIC)
+                )
         return onward
 
     def _deliver(self, copy: Copy, target: Target, result: FlowResult) -> list[Copy]:
         kind, what = target
         if kind == "route":
-            return [_moved(copy, what.destination, what.exchange, copy.key)]
+            moved = _moved(copy, what.destination, what.exchange, copy.key)
+            return [moved if what.durable else replace(moved, via=TRANSIENT_BINDING)]
         if kind == "mirror":
             return [replace(_moved(copy, what.child, copy.exchange, copy.key), from_parent=True)]
         consumer = self.consumers.get((copy.node, what))

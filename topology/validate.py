@@ -158,6 +158,8 @@ class LiveRun:
         self.starting: dict[str, NodeProcess] = {}
         #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
         self.queues = {(queue.node, queue.name) for queue in topology.queues}
+        #: ... and its exchanges (not the nodes' own, such as the management ones).
+        self.exchanges = {(exchange.node, exchange.name) for exchange in topology.exchanges}
         #: Queues a queue route passes on: the simulation counts what reaches them as the
         #: route's, so only what the route did not take counts (validate consumes none there).
         self.passed_on = queue_route_sources(topology)
@@ -257,8 +259,9 @@ class LiveRun:
     # -- counters ------------------------------------------------------------------------------
 
     async def read_node(self, name: str) -> LiveCounts:
-        """One node's counters: its queues' enqueued, what its links and peerings carried each
-        way (by the node at the far end, as that node names itself)."""
+        """One node's counters: its queues' enqueued, its exchanges' published and dropped as
+        looping, what its links and peerings carried each way (by the node at the far end, as
+        that node names itself)."""
         node = self.topology.nodes[name]
         found = LiveCounts()
         async with ManagementClient.connect(node.address, REQUEST_TIMEOUT) as client:
@@ -270,7 +273,12 @@ class LiveRun:
                     found.queues[queue] = int(record["enqueued"])
             found.bindings[name] = len(await client.call("bindings.list"))
             for record in await client.call("exchanges.list"):
-                found.interest[(name, record["name"])] = (record["interest"], record["interest_hops"])
+                exchange = (name, record["name"])
+                found.interest[exchange] = (record["interest"], record["interest_hops"])
+                if exchange in self.exchanges:
+                    found.exchanges[exchange] = int(record["published"])
+                    if record["dropped_looping"]:
+                        found.looped[exchange] = int(record["dropped_looping"])
             found.routes[name] = sorted(
                 str(record.get("state")) for record in await client.call("routes.list")
             )
@@ -357,6 +365,9 @@ def add(total: LiveCounts, more: LiveCounts) -> None:
         total.queues[queue] = total.queues.get(queue, 0) + count
     for link, count in more.links.items():
         total.links[link] = total.links.get(link, 0) + count
+    for counts, more_counts in ((total.exchanges, more.exchanges), (total.looped, more.looped)):
+        for exchange, count in more_counts.items():
+            counts[exchange] = counts.get(exchange, 0) + count
     for node, count in more.bindings.items():
         total.bindings[node] = total.bindings.get(node, 0) + count
     total.interest.update(more.interest)

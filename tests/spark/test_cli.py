@@ -55,7 +55,7 @@ def test_run_then_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     printed = capsys.readouterr()
     assert "scenario corners (reference engine" in printed.out and "duplicates" in printed.out
     assert "amq-sim: events" in printed.err
-    assert {p.name for p in out.iterdir()} == {"links", "nodes", "queues", "delays"}
+    assert {p.name for p in out.iterdir()} == {"links", "nodes", "queues", "delays", "exchanges"}
     assert main(["report", str(out)]) == 0
     page = (out / "report.html").read_text()
     for plot in ("busiest-links.png", "backlog.png", "delays.png", "topology.png"):

@@ -269,3 +269,16 @@ def test_a_partition_is_noticed_by_heartbeat_and_one_healed_unnoticed_drops_noth
     assert queues.loc["b", "delayed"] == rate * (60 - 50)
     assert (queues.loc["c", "lost"], queues.loc["c", "delayed"]) == (0, rate * (46 - 10 + 60 - 50))
     assert_same_tables(spark_tables(spark, scenario), expected)
+
+
+@pytest.mark.parametrize("name", ["chain-node", "kinds"])
+def test_validate_scenarios(spark: SparkSession, name: str) -> None:
+    """Scenarios `amq-sim validate` holds to live nodes (tests/integration/validate): every
+    route kind and federation type, and a transient route's binding withdrawn from the
+    dynamic adverts while its link is down (chain-node: a>b carries 337 of a's 400)."""
+    scenario = load_scenario(ROOT / "tests" / "integration" / "validate" / f"{name}.toml")
+    expected = reference_tables(scenario)
+    if name == "chain-node":
+        links = expected["links"]
+        assert (links["messages"] - links["lost"])[links["link"] == "a>b"].sum() == 337
+    assert_same_tables(spark_tables(spark, scenario), expected)

@@ -64,8 +64,8 @@ def test_offered_drops_copies_lost_at_an_earlier_link(spark: SparkSession) -> No
     )
     routes = spark.createDataFrame(
         [
-            (7, 0, "a", 1, "cross", "a>b", [], None, None, 1),
-            (7, 0, "a", 1, "cross", "b>c", ["a>b"], None, None, 2),
+            (7, 0, "a", 1, "cross", "a>b", [], None, None, "t", False, "", 1),
+            (7, 0, "a", 1, "cross", "b>c", ["a>b"], None, None, "t", False, "", 2),
         ],
         jobs.ROUTES_SCHEMA,
     )
@@ -85,9 +85,9 @@ def test_duplicates_count_copies_beyond_the_first_that_are_not_lost(spark: Spark
     )
     routes = spark.createDataFrame(
         [
-            (7, 0, "a", 1, "deliver", None, ["a>b"], "b", "q", 1),
-            (7, 0, "a", 1, "deliver", None, ["a>c", "c>b"], "b", "q", 1),
-            (8, 0, "a", 2, "deliver", None, ["a>b"], "b", "q", 1),  # once: no duplicates
+            (7, 0, "a", 1, "deliver", None, ["a>b"], "b", "q", "", False, "", 1),
+            (7, 0, "a", 1, "deliver", None, ["a>c", "c>b"], "b", "q", "", False, "", 1),
+            (8, 0, "a", 2, "deliver", None, ["a>b"], "b", "q", "", False, "", 1),  # once: no duplicates
         ],
         jobs.ROUTES_SCHEMA,
     )

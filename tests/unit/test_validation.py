@@ -3,6 +3,7 @@ live runs themselves: tests/integration/test_validate.py)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -25,27 +26,44 @@ def test_the_simulated_counts_sum_the_tables() -> None:
     a_b = links[links["link"] == "a>b"]
     assert counts.links["a>b"] == int((a_b["messages"] - a_b["lost"]).sum()) > 0
     assert sum(counts.published.values()) == int(tables["nodes"]["published"].sum()) > 0
+    exchanges = tables["exchanges"].set_index(["node", "exchange"])["published"]
+    assert counts.exchanges == {key: int(value) for key, value in exchanges.items()}
+    # Into b's "t" only what arrives over a>b (b publishes its own 40 too), into c's only over b>c.
+    b_c = links[links["link"] == "b>c"]
+    assert counts.exchanges[("b", "t")] == 40 + counts.links["a>b"]
+    assert counts.exchanges[("c", "t")] == int((b_c["messages"] - b_c["lost"]).sum()) > 0
 
 
 def test_every_count_either_side_has_is_compared() -> None:
-    model = LiveCounts(queues={("a", "q"): 3}, links={"a>b": 2}, published={"a": 5})
-    live = LiveCounts(queues={("a", "q"): 3, ("b", "q"): 1}, links={"a>b": 2}, published={"a": 5})
+    model = LiveCounts(
+        queues={("a", "q"): 3}, links={"a>b": 2}, published={"a": 5}, exchanges={("b", "t"): 2}
+    )
+    live = LiveCounts(
+        queues={("a", "q"): 3, ("b", "q"): 1},
+        links={"a>b": 2},
+        published={"a": 5},
+        exchanges={("b", "t"): 2, ("a", "t"): 5},
+        looped={("a", "t"): 1},
+    )
     rows = compare(model, live)
     assert [(row.kind, row.name, row.simulated, row.live, row.agrees) for row in rows] == [
         ("queue", "a/q", 3, 3, True),
         ("queue", "b/q", 0, 1, False),
         ("link", "a>b", 2, 2, True),
         ("published", "a", 5, 5, True),
+        ("exchange", "a/t", 0, 5, False),
+        ("exchange", "b/t", 2, 2, True),
+        ("looping", "a/t", 0, 1, False),
     ]
     lines = report_lines(rows)
-    assert lines[2].startswith("!=queue") and lines[-1] == "validate: 1 of 4 counts differ (marked !=)"
+    assert lines[2].startswith("!=queue") and lines[-1] == "validate: 3 of 7 counts differ (marked !=)"
 
 
 def test_validate_exits_1_on_a_difference_and_0_on_none(capsys: pytest.CaptureFixture[str]) -> None:
     simulated = simulated_counts(reference.tables(load_scenario(KINDS)))
 
     def agreeing(scenario: Scenario, var: Path, say: object) -> LiveCounts:
-        return LiveCounts(dict(simulated.queues), dict(simulated.links), dict(simulated.published))
+        return copy.deepcopy(simulated)
 
     def one_lost(scenario: Scenario, var: Path, say: object) -> LiveCounts:
         counts = agreeing(scenario, var, say)
@@ -75,13 +93,13 @@ def test_validate_needs_the_live_side(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_the_live_run_follows_the_models_moments_in_order() -> None:
     scenario = load_scenario(KINDS.parent / "chain-node.toml")
-    found = moments(scenario, {"b>c": [(3.0, 9.0)], "a>b": [(3.0, 7.5)]})
+    found = moments(scenario, {"b>c": [(3.0, 17.0)], "a>b": [(3.0, 10.0)]})
     assert [(m.at, m.action, m.node or m.link) for m in found] == [
         (3.0, "kill", "b"),
-        (6.0, "restart", "b"),
-        (7.5, "ready", "b"),  # the failure's end and its restart time (1.5 s)
-        (7.5, "link-up", "a>b"),  # a link is waited for once its node is ready
-        (9.0, "link-up", "b>c"),
+        (9.5, "restart", "b"),
+        (10.0, "ready", "b"),  # the failure's end and its restart time (0.5 s)
+        (10.0, "link-up", "a>b"),  # a link is waited for once its node is ready
+        (17.0, "link-up", "b>c"),
     ]
 
 
