@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from simulations.holding import Message
 from simulations.hops import Done, TreeTraffic
 from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
@@ -55,9 +56,13 @@ def tables(
     crossed = {link for route in routes.values() for link, _, _ in route.crossings}
     links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
     down = Outages(world, world.windows(links))
-    offered = _offered(scenario, down, counts, routes, links)
+    offered = _offered(world, down, counts, routes, links)
     for number, tree in enumerate(trees):
         tree.offer(down, offered, _share(progress, "trees: traffic", number, len(trees)))
+    cuts = world.cuts(down.windows, lambda link, step: offered[link][step][0] - offered[link][step][2])
+    if cuts:  # (only classes reach a queue that may overflow: World.by_classes)
+        down = Outages(world, down.windows, cuts)
+        offered = _offered(world, down, counts, routes, links)
     link_rows: list[dict[str, Any]] = _links(scenario, world, down, offered, links)
     progress("outcomes", 0.0)
     delay = {
@@ -82,7 +87,7 @@ def tables(
     received: dict[str, int] = defaultdict(int)
     for row in link_rows:
         sent[row["source"]] += row["messages"]
-        received[row["destination"]] += row["messages"] - row["lost"]
+        received[row["destination"]] += row["messages"] - row["lost"] - row["dropped"]
     nodes = [
         {
             "node": name,
@@ -168,16 +173,23 @@ def _accepted(world: World, counts: Counts, published: dict[str, list[int]]) -> 
 
 
 def _offered(
-    scenario: Scenario, down: Outages, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
+    world: World, down: Outages, counts: Counts, routes: dict[Class, ClassRoute], links: list[LinkId]
 ) -> dict[LinkId, list[list[int]]]:
-    """Per link and step, [messages, bytes] the classes' crossings offer it."""
-    offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
+    """Per link and step, [messages, bytes, dropped, dropped bytes] the classes' crossings
+    offer it, and of those what its source drops while holding them (simulations.holding)."""
+    steps = world.scenario.steps
+    offered: dict[LinkId, list[list[int]]] = {link: [[0, 0, 0, 0] for _ in range(steps)] for link in links}
     for (entry, node, key, step), (messages, size) in counts.items():
+        message = Message.of(world.scenario.publishers[entry])
         for link, before, copies in routes[(entry, node, key)].crossings:
-            walk = down.walk(before, step)
-            if not walk.lost and walk.after < scenario.steps:  # (held past the run's end)
-                offered[link][walk.after][0] += messages * copies
-                offered[link][walk.after][1] += size * copies
+            walk = down.walk(before, step, message)
+            if not walk.lost and walk.after < steps:  # (held past the run's end)
+                cell = offered[link][walk.after]
+                dropped = down.dropped(link, walk.after, message)
+                cell[0] += messages * copies
+                cell[1] += size * copies
+                cell[2] += messages * copies if dropped else 0
+                cell[3] += size * copies if dropped else 0
     return offered
 
 
@@ -196,14 +208,16 @@ def _links(
         backlog = backlog_bytes = 0
         was_losing = False
         for step in range(scenario.steps):
-            messages, size = offered[link][step]
+            messages, size, dropped, dropped_bytes = offered[link][step]
             is_down, losing = down.down(link, step), down.losing(link, step)
             in_flight = backlog if losing and not was_losing else 0
             if losing:
                 backlog = backlog_bytes = 0
-            else:
-                backlog = max(0, backlog + messages - (0 if is_down else capacity))
-                backlog_bytes = max(0, backlog_bytes + size - (0 if is_down else capacity_bytes))
+            else:  # (what the source drops never joins the backlog)
+                backlog = max(0, backlog + messages - dropped - (0 if is_down else capacity))
+                backlog_bytes = max(
+                    0, backlog_bytes + size - dropped_bytes - (0 if is_down else capacity_bytes)
+                )
             was_losing = losing
             queueing = max(
                 -(-backlog * 1000 // props.capacity_msgs), -(-backlog_bytes * 1000 // props.capacity_bytes)
@@ -219,6 +233,7 @@ def _links(
                     "bytes": size,
                     "lost": messages if losing else 0,
                     "lost_in_flight": in_flight,
+                    "dropped": dropped,
                     "down": is_down,
                     "capacity": capacity,
                     "backlog": backlog,
@@ -240,9 +255,10 @@ def _deliveries(
     one at the step the copy reaches it (simulations.world.Outages.walk)."""
     for (entry, node, key, step), (messages, _) in counts.items():
         copies_at: dict[tuple[str, str], int] = defaultdict(int)
+        message = Message.of(down.world.scenario.publishers[entry])
         for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
             outcomes.reach(where_node, queue, len(path))
-            walk = down.walk(path, step)
+            walk = down.walk(path, step, message)
             if walk.lost:
                 outcomes.lose(where_node, queue, messages * copies)
                 continue
