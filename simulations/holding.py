@@ -10,9 +10,14 @@ there a held copy is dropped, never delivered late, when:
   drops whole steps: the oldest steps held, up to and including the one in which the newest
   arrivals pass the limit (`cuts`), so it drops less than a step's arrivals more than the node
   does unless the limit falls on a step's end;
-- **its TTL runs out**: a message's expiration (a publisher's `ttl_ms`) counts from when the
-  node holding it received it (gateway.broker.message.expiration_deadline), so a copy held
-  longer than its TTL (the wait `Outages.wait_ms` books as delay) expires there;
+- **its TTL runs out** in a queue that applies it: a message's expiration (a publisher's
+  `ttl_ms`) counts from when the node holding it routed it into the queue
+  (gateway.broker.message.expiration_deadline), so a copy held longer than its TTL (the wait
+  `Outages.wait_ms` books as delay) expires there. An exchange route's or a queue route's
+  source queue and a federation's queues are routed into as any queue is; a dynamic route's
+  bridge queue is not (gateway.broker.vhost.VHost.enqueue: the node a message is forwarded to
+  applies its expiration, from when it arrives there), so nothing expires in it
+  (`expiring_links`);
 - **the node holding it is killed**: a node restarts with the persistent messages of its
   durable queues only (gateway.store), and every queue that holds for a durable link is
   durable, so a copy of a non-persistent message held while its source is killed is lost.
@@ -69,6 +74,20 @@ def limited_links(topology: Topology) -> dict[str, int]:
         for pair in ((federation.child, federation.parent), (federation.parent, federation.child)):
             carriers.setdefault(pair, []).append(False)
     return {f"{s}>{d}": BRIDGE_MAX_LENGTH for (s, d), kinds in carriers.items() if kinds == [True]}
+
+
+def expiring_links(topology: Topology) -> set[str]:
+    """The directions "from>to" whose held copies may expire: those no dynamic route carries
+    (a dynamic route's bridge queue sets no deadline; a direction it shares with another
+    route is taken as the bridge's, as it cannot tell which a copy takes)."""
+    found: dict[tuple[str, str], bool] = {}
+    for route in topology.routes:
+        pair = (route.source, route.destination)
+        found[pair] = found.get(pair, True) and route.kind != "dynamic"
+    for federation in topology.federations:
+        for pair in ((federation.child, federation.parent), (federation.parent, federation.child)):
+            found.setdefault(pair, True)
+    return {f"{s}>{d}" for (s, d), expires in found.items() if expires}
 
 
 def cuts(

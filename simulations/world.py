@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from simulations.holding import Cuts, Message, cuts, limited_links, publishes_before
+from simulations.holding import Cuts, Message, cuts, expiring_links, limited_links, publishes_before
 from simulations.recovery import Recovery, carriers
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
@@ -105,17 +105,22 @@ class World:
             return True
         message = Message.of(self.scenario.publishers[entry])
         step_ms = self.scenario.step_ms
-        for window, killed in self._holding:
-            if message.ttl_ms is not None and (window.end - window.first) * step_ms > message.ttl_ms:
+        for window, killed, expiring in self._holding:
+            if (
+                expiring
+                and message.ttl_ms is not None
+                and (window.end - window.first) * step_ms > message.ttl_ms
+            ):
                 return True
             if not message.persistent and killed:
                 return True
         return False
 
     @cached_property
-    def _holding(self) -> list[tuple[Window, bool]]:
+    def _holding(self) -> list[tuple[Window, bool, bool]]:
         """The windows of the topology's links that hold some link, each with whether the
-        source of one of them is killed while it holds."""
+        source of one of them is killed while it holds, and whether one of them expires what
+        it holds."""
         if not self.scenario.failures:
             return []
         links = [link_id(*pair) for pair in sorted(carriers(self.topology))]
@@ -128,13 +133,18 @@ class World:
                 for first, _ in self.dead_steps(link_ends(link)[0])
             )
             if held:
-                found.append((window, killed))
+                found.append((window, killed, any(link in self.expiring for link in held)))
         return found
 
     @cached_property
     def limits(self) -> dict[LinkId, int]:
         """The links held by a bounded queue, with its length limit (simulations.holding)."""
         return limited_links(self.topology)
+
+    @cached_property
+    def expiring(self) -> set[LinkId]:
+        """The links whose held copies may expire (simulations.holding.expiring_links)."""
+        return expiring_links(self.topology)
 
     @cached_property
     def overflows(self) -> bool:
@@ -295,14 +305,15 @@ class Outages:
 
     def dropped(self, link: LinkId, step: int, message: Message) -> bool:
         """The link holds what reaches it at `step` and drops this copy before it is back
-        (simulations.holding): a full queue's cut, the message's TTL, or its source killed
-        while it holds a message that is not persistent."""
+        (simulations.holding): a full queue's cut, the message's TTL (where the queue applies
+        it), or its source killed while it holds a message that is not persistent."""
         release = self.release(link, step)
         if release == step:
             return False
         if any(first <= step < cut for first, cut in self.cuts.get(link, ())):
             return True
-        if message.ttl_ms is not None and self.wait_ms(link, step) > message.ttl_ms:
+        ttl = message.ttl_ms
+        if ttl is not None and link in self.world.expiring and self.wait_ms(link, step) > ttl:
             return True
         return not message.persistent and any(step < first < release for first in self._killed(link))
 

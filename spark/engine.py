@@ -162,7 +162,8 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
     windows = world.windows(links)
     durable = {link: world.durable(link) for link in links}
     kills = {link: [first for first, _ in world.dead_steps(link.split(">")[0])] for link in links}
-    failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, kills=kills)
+    expiring = [link for link in links if link in world.expiring]
+    failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, kills=kills, expiring=expiring)
     progress("traffic", 0.4, 0.6)
     offered = _offered(parts, failures)
     limited = [link for link in links if link in world.limits]
@@ -171,7 +172,7 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         arrivals = {(r.link, r.step): r.messages - r.dropped for r in held.collect()}
         cuts = world.cuts(windows, lambda link, step: arrivals.get((link, step), 0))
         if cuts:
-            failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, cuts, kills)
+            failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, cuts, kills, expiring)
             offered = _offered(parts, failures)
     link_df = props.link_props(crossed, shared)
     traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()

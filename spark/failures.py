@@ -5,6 +5,7 @@ reference engine's do."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
 
@@ -40,6 +41,8 @@ class Failures:
     steps: int
     cuts: tuple[tuple[LinkId, int, int], ...] = ()
     kills: tuple[tuple[LinkId, int], ...] = ()
+    #: The links whose held copies may expire (simulations.holding.expiring_links).
+    expiring: tuple[LinkId, ...] = ()
 
     @classmethod
     def of(
@@ -50,6 +53,7 @@ class Failures:
         steps: int,
         cuts: Cuts | None = None,
         kills: dict[LinkId, list[int]] | None = None,
+        expiring: Iterable[LinkId] = (),
     ) -> Failures:
         return cls(
             tuple(
@@ -65,6 +69,7 @@ class Failures:
             steps,
             tuple((link, first, cut) for link, spans in sorted((cuts or {}).items()) for first, cut in spans),
             tuple((link, step) for link, steps_ in sorted((kills or {}).items()) for step in steps_),
+            tuple(sorted(expiring)),
         )
 
     def _any(self, terms: list[Column]) -> Column:
@@ -99,12 +104,13 @@ class Failures:
 
     def dropped(self, link: Column, step: Column, persistent: Column | None, ttl_ms: Column | None) -> Column:
         """The link holds what reaches it at `step` and drops this copy before it is back, as
-        simulations.world.Outages.dropped: a cut, the TTL (`ttl_ms`, -1: none), or its source
+        simulations.world.Outages.dropped: a cut, the TTL (`ttl_ms`, -1: none) where the link's
+        queue applies it, or its source
         killed while it holds a copy that is not `persistent` (None: persistent, no TTL)."""
         release = self.release(link, step)
         terms = [(link == name) & (step >= a) & (step < b) for name, a, b in self.cuts]
-        if ttl_ms is not None:
-            terms.append((ttl_ms >= 0) & (self.wait_ms(link, step) > ttl_ms))
+        if ttl_ms is not None and self.expiring:
+            terms.append(link.isin(*self.expiring) & (ttl_ms >= 0) & (self.wait_ms(link, step) > ttl_ms))
         if persistent is not None:
             terms += [
                 ~persistent & (link == name) & (step < first) & (release > first)

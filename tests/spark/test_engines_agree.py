@@ -277,8 +277,8 @@ def test_a_partition_is_noticed_by_heartbeat_and_one_healed_unnoticed_drops_noth
 def test_what_a_holding_link_drops(spark: SparkSession, name: str) -> None:
     """A link's source queue drops copies it holds (simulations.holding; counted by hand in
     tests/unit/test_simulation_holding.py): expired, lost with its killed node, or beyond its
-    bridge queue's limit. These publishes would be on a forest; the engines route them class by
-    class (World.by_classes), and agree."""
+    bridge queue's limit. holding-kill and holding-limit publish on a forest, whose publishes the
+    engines route class by class when a drop may hit them (World.by_classes); both agree."""
     scenario = load_scenario(SCENARIOS / f"{name}.toml")
     assert not on_a_forest(scenario)
     expected = reference_tables(scenario)

@@ -1,7 +1,8 @@
 """What a link's source queue drops while it holds copies for a link that is down
-(simulations.holding), counted by hand on the chain a - b - c of durable dynamic routes
+(simulations.holding), counted by hand on the chain a - b - c of durable routes
 (tests/spark/scenarios/holding-*.toml): a publishes 5 messages a step (0.5 s) to c's queue
-through b's bridge queue for c. Without the drops every held copy would be delivered late."""
+through b's queue for c (a dynamic route's bridge queue, or an exchange route's queue).
+Without the drops every held copy would be delivered late."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from simulations import reference
-from simulations.holding import cuts, limited_links
+from simulations.holding import cuts, expiring_links, limited_links
 from simulations.scenario import load_scenario
 from simulations.world import World
 
@@ -32,8 +33,9 @@ def counts(tables: dict[str, pd.DataFrame]) -> tuple[int, int, int, int]:
 
 
 def test_a_held_copy_expires_when_its_ttl_is_shorter_than_its_wait() -> None:
-    """b>c is down steps 20-47; a copy published at step s waits (48 - s) x 500 ms, over
-    5,250 ms for steps 20-37: 18 steps expire in b's bridge queue, 10 are delivered late."""
+    """b>c (an exchange route) is down steps 20-47; a copy published at step s waits
+    (48 - s) x 500 ms, over 5,250 ms for steps 20-37: 18 steps expire in the route's queue on
+    b, 10 are delivered late. In a dynamic route's bridge queue nothing expires."""
     scenario = load_scenario(SCENARIOS / "holding-ttl.toml")
     assert World(scenario).recovery()["b>c"] == [(10, 24)]
     total = 60 * PER_STEP
@@ -41,6 +43,9 @@ def test_a_held_copy_expires_when_its_ttl_is_shorter_than_its_wait() -> None:
     # A TTL longer than the longest wait (14 s) expires nothing.
     kept = replace(scenario, publishers=(replace(scenario.publishers[0], ttl_ms=14_001),))
     assert counts(reference.tables(kept)) == (total, 0, 28 * PER_STEP, 0)
+    bridged = replace(scenario, topology=load_scenario(SCENARIOS / "holding-kill.toml").topology)
+    assert "b>c" not in World(bridged).expiring
+    assert counts(reference.tables(bridged)) == (total, 0, 28 * PER_STEP, 0)
 
 
 def test_non_persistent_copies_held_by_a_killed_node_are_lost_with_it() -> None:
@@ -90,3 +95,10 @@ def test_only_a_direction_one_durable_dynamic_route_carries_is_bounded() -> None
         "e>c2": 100_000,
     }
     assert limited_links(load_scenario(SCENARIOS / "recovery.toml").topology) == {}
+
+
+def test_copies_expire_in_every_holding_queue_but_a_bridge_queue() -> None:
+    """A dynamic route's bridge queue sets no deadline (the node it forwards to applies the
+    TTL); an exchange route's queue does."""
+    topology = load_scenario(SCENARIOS / "holding-ttl.toml").topology
+    assert expiring_links(topology) == {"b>c"}
