@@ -136,7 +136,7 @@ def summary_lines(name: str, engine: str, seconds: float, out: Path) -> list[str
         f"  duplicates     {s['duplicates']:>14,}",
         f"  refused        {s['refused']:>14,}  (publishes to a node that was down)",
         f"  unrouted       {s['unrouted']:>14,}  (published, reached no queue)",
-        f"  lost           {s['lost']:>14,}  (deliveries lost behind a transient link that was down)",
+        f"  lost           {s['lost']:>14,}  (deliveries lost behind a transient link that was down, or dropped where held)",
         f"  delayed        {s['delayed']:>14,}  (buffered by a durable link that was down)",
         f"  lost on links  {s['lost_on_links']:>14,}",
         f"  dropped held   {s['dropped_on_links']:>14,}  (held by a link that was down: full queue, TTL, node killed)",

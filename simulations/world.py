@@ -104,6 +104,8 @@ class World:
         if self.overflows:
             return True
         message = Message.of(self.scenario.publishers[entry])
+        if message == DURABLE:
+            return False
         step_ms = self.scenario.step_ms
         for window, killed, expiring in self._holding:
             if (
