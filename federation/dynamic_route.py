@@ -37,6 +37,7 @@ from pamqp import commands
 
 from federation.address import BrokerAddress
 from federation.dynamic import AdvertRefused, FederatedExchange, bridge_queue, decode_adverts, encode_adverts
+from federation.limits import BRIDGE_MAX_LENGTH
 from federation.link import peer_name
 from federation.local import LocalChannelClosed
 from federation.persistence import FederationStore
@@ -61,10 +62,8 @@ LOGGER = logging.getLogger("federation.dynamic_route")
 
 #: The vhost dynamic routes work in (LocalSink's, the links' default).
 VHOST = DEFAULT_VHOST
-#: A durable route's bridge queue on the source keeps at most this many messages while the
-#: destination is away; beyond, the oldest are dropped (and counted as the queue's `dropped`).
-BRIDGE_MAX_LENGTH = 100_000
-#: ...and is deleted once unconsumed for this long (ms): a destination gone for good.
+#: A durable bridge queue (bounded by BRIDGE_MAX_LENGTH, drop-head) is deleted once unconsumed
+#: for this long (ms): a destination gone for good.
 BRIDGE_EXPIRES = 24 * 3600 * 1000
 #: The durable bridge queue's arguments (docs/federation.md, "Dynamic routes").
 BRIDGE_ARGUMENTS: dict[str, Any] = {

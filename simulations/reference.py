@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulations.holding import Message
 from simulations.hops import Done, TreeTraffic
 from simulations.outcomes import Outcomes
 from simulations.scenario import Scenario
@@ -40,10 +41,10 @@ def tables(
     world = World(scenario, forests)
     counts, published = _count_events(scenario, progress)
     counts = _accepted(world, counts, published)
-    #: Per (node, exchange): [copies published into it, of those dropped as looping].
-    landed: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    #: Per (node, exchange): the publishes its clients made into it.
+    published_in: dict[tuple[str, str], int] = defaultdict(int)
     for (entry, node, _, _), (messages, _) in counts.items():
-        landed[(node, scenario.publishers[entry].exchange)][0] += messages
+        published_in[(node, scenario.publishers[entry].exchange)] += messages
     progress("routing", 0.0)
     trees, counts = _on_trees(world, counts)
     routes: dict[Class, ClassRoute] = {}
@@ -60,17 +61,11 @@ def tables(
     crossed = {link for route in routes.values() for link, _, _ in route.crossings}
     links = sorted(crossed.union(*(tree.crossed() for tree in trees)))
     down = Outages(world, world.windows(links))
-    offered = _offered(scenario, down, counts, routes, links, landed)
-    for number, (tree, exchange) in enumerate(trees.items()):
-        _offer_tree(
-            scenario,
-            down,
-            tree,
-            exchange,
-            offered,
-            landed,
-            _share(progress, "trees: traffic", number, len(trees)),
-        )
+    offered, landed = _traffic(world, down, counts, routes, links, trees, published_in, progress)
+    cuts = world.cuts(down.windows, lambda link, step: offered[link][step][0] - offered[link][step][2])
+    if cuts:  # (only classes reach a queue that may overflow: World.by_classes)
+        down = Outages(world, down.windows, cuts)
+        offered, landed = _traffic(world, down, counts, routes, links, trees, published_in, progress)
     link_rows: list[dict[str, Any]] = _links(scenario, world, down, offered, links)
     progress("outcomes", 0.0)
     delay = {
@@ -95,7 +90,7 @@ def tables(
     received: dict[str, int] = defaultdict(int)
     for row in link_rows:
         sent[row["source"]] += row["messages"]
-        received[row["destination"]] += row["messages"] - row["lost"]
+        received[row["destination"]] += row["messages"] - row["lost"] - row["dropped"]
     nodes = [
         {
             "node": name,
@@ -190,32 +185,71 @@ def _accepted(world: World, counts: Counts, published: dict[str, list[int]]) -> 
 
 
 def _offered(
-    scenario: Scenario,
+    world: World,
     down: Outages,
     counts: Counts,
     routes: dict[Class, ClassRoute],
     links: list[LinkId],
     landed: dict[tuple[str, str], list[int]],
 ) -> dict[LinkId, list[list[int]]]:
-    """Per link and step, [messages, bytes] the classes' crossings offer it; what crosses
-    (offered, not lost there) is added to `landed` on the exchange its copies arrive on."""
-    offered: dict[LinkId, list[list[int]]] = {link: [[0, 0] for _ in range(scenario.steps)] for link in links}
+    """Per link and step, [messages, bytes, dropped, dropped bytes] the classes' crossings
+    offer it, and of those what its source drops while holding them (simulations.holding);
+    what crosses (offered, neither dropped nor lost there) is added to `landed` on the
+    exchange its copies arrive on."""
+    steps = world.scenario.steps
+    offered: dict[LinkId, list[list[int]]] = {link: [[0, 0, 0, 0] for _ in range(steps)] for link in links}
     for (entry, node, key, step), (messages, size) in counts.items():
+        message = Message.of(world.scenario.publishers[entry])
         route = routes[(entry, node, key)]
         for number, (link, before, copies) in enumerate(route.crossings):
-            walk = down.walk(before, step)
-            if walk.lost or walk.after >= scenario.steps:  # (held past the run's end)
+            walk = down.walk(before, step, message)
+            if walk.lost or walk.after >= steps:  # (held past the run's end)
                 continue
             if route.gates and down.withdrawn((*before, link), route.gates[number], step):
                 continue
-            offered[link][walk.after][0] += messages * copies
-            offered[link][walk.after][1] += size * copies
+            cell = offered[link][walk.after]
+            dropped = down.dropped(link, walk.after, message)
+            cell[0] += messages * copies
+            cell[1] += size * copies
+            if dropped:
+                cell[2] += messages * copies
+                cell[3] += size * copies
             exchange, looped = route.landings[number]
-            if exchange and not down.losing(link, walk.after):
-                cell = landed[(link_ends(link)[1], exchange)]
-                cell[0] += messages * copies
-                cell[1] += messages * copies if looped else 0
+            if exchange and not dropped and not down.losing(link, walk.after):
+                arrived = landed[(link_ends(link)[1], exchange)]
+                arrived[0] += messages * copies
+                arrived[1] += messages * copies if looped else 0
     return offered
+
+
+def _traffic(
+    world: World,
+    down: Outages,
+    counts: Counts,
+    routes: dict[Class, ClassRoute],
+    links: list[LinkId],
+    trees: dict[TreeTraffic, str],
+    published_in: dict[tuple[str, str], int],
+    progress: Progress,
+) -> tuple[dict[LinkId, list[list[int]]], dict[tuple[str, str], list[int]]]:
+    """What the classes and the trees offer each link per step (see _offered), and per (node,
+    exchange) the copies published into it (by clients and over links) and of those dropped
+    as looping."""
+    landed: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for at, messages in published_in.items():
+        landed[at][0] += messages
+    offered = _offered(world, down, counts, routes, links, landed)
+    for number, (tree, exchange) in enumerate(trees.items()):
+        _offer_tree(
+            world.scenario,
+            down,
+            tree,
+            exchange,
+            offered,
+            landed,
+            _share(progress, "trees: traffic", number, len(trees)),
+        )
+    return offered, landed
 
 
 def _offer_tree(
@@ -256,14 +290,16 @@ def _links(
         backlog = backlog_bytes = 0
         was_losing = False
         for step in range(scenario.steps):
-            messages, size = offered[link][step]
+            messages, size, dropped, dropped_bytes = offered[link][step]
             is_down, losing = down.down(link, step), down.losing(link, step)
             in_flight = backlog if losing and not was_losing else 0
             if losing:
                 backlog = backlog_bytes = 0
-            else:
-                backlog = max(0, backlog + messages - (0 if is_down else capacity))
-                backlog_bytes = max(0, backlog_bytes + size - (0 if is_down else capacity_bytes))
+            else:  # (what the source drops never joins the backlog)
+                backlog = max(0, backlog + messages - dropped - (0 if is_down else capacity))
+                backlog_bytes = max(
+                    0, backlog_bytes + size - dropped_bytes - (0 if is_down else capacity_bytes)
+                )
             was_losing = losing
             queueing = max(
                 -(-backlog * 1000 // props.capacity_msgs), -(-backlog_bytes * 1000 // props.capacity_bytes)
@@ -279,6 +315,7 @@ def _links(
                     "bytes": size,
                     "lost": messages if losing else 0,
                     "lost_in_flight": in_flight,
+                    "dropped": dropped,
                     "down": is_down,
                     "capacity": capacity,
                     "backlog": backlog,
@@ -300,9 +337,10 @@ def _deliveries(
     one at the step the copy reaches it (simulations.world.Outages.walk)."""
     for (entry, node, key, step), (messages, _) in counts.items():
         copies_at: dict[tuple[str, str], int] = defaultdict(int)
+        message = Message.of(down.world.scenario.publishers[entry])
         for where_node, queue, path, copies in routes[(entry, node, key)].deliveries:
             outcomes.reach(where_node, queue, len(path))
-            walk = down.walk(path, step)
+            walk = down.walk(path, step, message)
             if walk.lost:
                 outcomes.lose(where_node, queue, messages * copies)
                 continue

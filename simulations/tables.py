@@ -23,6 +23,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
         ("bytes", "bigint"),
         ("lost", "bigint"),
         ("lost_in_flight", "bigint"),
+        ("dropped", "bigint"),
         ("down", "boolean"),
         ("capacity", "bigint"),
         ("backlog", "bigint"),
@@ -100,7 +101,9 @@ def summary(out: Path) -> dict[str, Any]:
     """The run's totals, read back from its tables (whichever engine wrote them)."""
     nodes = pq.read_table(out / "nodes", columns=["published", "refused", "unrouted"])
     queues = pq.read_table(out / "queues", columns=["delivered", "duplicates", "lost", "delayed"])
-    links = pq.read_table(out / "links", columns=["link", "lost", "lost_in_flight", "backlog", "messages"])
+    links = pq.read_table(
+        out / "links", columns=["link", "lost", "lost_in_flight", "dropped", "backlog", "messages"]
+    )
 
     def total(table: Any, column: str) -> int:
         value = pc.sum(table[column]).as_py()
@@ -121,6 +124,7 @@ def summary(out: Path) -> dict[str, Any]:
         "lost": total(queues, "lost"),
         "delayed": total(queues, "delayed"),
         "lost_on_links": total(links, "lost") + total(links, "lost_in_flight"),
+        "dropped_on_links": total(links, "dropped"),
         "max_backlog": int(pc.max(links["backlog"]).as_py() or 0) if links.num_rows else 0,
         "links": busiest.num_rows,
         "busiest_link": busiest["link"][0].as_py() if busiest.num_rows else "-",
@@ -138,9 +142,10 @@ def summary_lines(name: str, engine: str, seconds: float, out: Path) -> list[str
         f"  duplicates     {s['duplicates']:>14,}",
         f"  refused        {s['refused']:>14,}  (publishes to a node that was down)",
         f"  unrouted       {s['unrouted']:>14,}  (published, reached no queue)",
-        f"  lost           {s['lost']:>14,}  (deliveries lost behind a transient link that was down)",
+        f"  lost           {s['lost']:>14,}  (deliveries lost behind a transient link that was down, or dropped where held)",
         f"  delayed        {s['delayed']:>14,}  (buffered by a durable link that was down)",
         f"  lost on links  {s['lost_on_links']:>14,}",
+        f"  dropped held   {s['dropped_on_links']:>14,}  (held by a link that was down: full queue, TTL, node killed)",
         f"  links used     {s['links']:>14,}",
         f"  busiest link   {s['busiest_link']} ({s['busiest_messages']:,} messages)",
         f"  max backlog    {s['max_backlog']:>14,}  messages",

@@ -5,7 +5,8 @@ counts, the engine its tables.
 Counts compared, each over the whole run:
 - per queue of the scenario: messages the simulation delivers there against the node's
   `enqueued` counter (copies arriving twice count twice on both sides);
-- per directed link `a>b`: messages that crossed it (offered, less what a transient link lost)
+- per directed link `a>b`: messages that crossed it (offered, less what a transient link lost
+  and what its source dropped while holding them)
   against the count at the end holding the link (`messages_in`/`messages_out`);
 - per publishing node: publishes the node accepted, and publishes refused because it was down;
 - per exchange of the scenario on each node: messages published into it (`published` of
@@ -72,7 +73,8 @@ def simulated_counts(tables: dict[str, pd.DataFrame]) -> LiveCounts:
     links = tables["links"]
     nodes = tables["nodes"]
     exchanges = tables["exchanges"]
-    carried = links.assign(carried=links["messages"] - links["lost"]).groupby("link")["carried"].sum()
+    carried = links.assign(carried=links["messages"] - links["lost"] - links["dropped"])
+    carried = carried.groupby("link")["carried"].sum()
     return LiveCounts(
         queues={
             (str(n), str(q)): int(d)

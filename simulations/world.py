@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from functools import cache, cached_property
 from typing import Any
 
+from simulations.holding import Cuts, Message, cuts, expiring_links, limited_links, publishes_before
 from simulations.recovery import Recovery, carriers
 from simulations.scenario import LinkProps, Scenario
 from simulations.workload import headers_of, routing_key, with_subscribers
@@ -136,7 +137,9 @@ class World:
         """Where publisher entry `entry` publishes on `node` into a plain forest: the forest
         and the number of the node's tree (simulations.hops routes those publishes), else
         None (each class is routed by `route`)."""
-        forest = self.plain_forest(self.scenario.publishers[entry].exchange)
+        forest = (
+            None if self.by_classes(entry) else self.plain_forest(self.scenario.publishers[entry].exchange)
+        )
         tree = forest.tree_of(node) if forest is not None else None
         return None if forest is None or tree is None else (forest, tree)
 
@@ -147,6 +150,77 @@ class World:
         if exchange not in self._forest:
             self._forest[exchange] = self._trace.plain_forest(exchange)
         return self._forest[exchange]
+
+    def by_classes(self, entry: int) -> bool:
+        """Publishes of entry `entry` are routed class by class: a link holding them may drop
+        some (simulations.holding), which routing in aggregate cannot tell apart. Decided
+        from the scenario: some bounded queue may overflow, or the entry's TTL is shorter
+        than some outage that holds, or its messages are not persistent and some node is
+        killed while one of its links holds."""
+        if self.overflows:
+            return True
+        message = Message.of(self.scenario.publishers[entry])
+        if message == DURABLE:
+            return False
+        step_ms = self.scenario.step_ms
+        for window, killed, expiring in self._holding:
+            if (
+                expiring
+                and message.ttl_ms is not None
+                and (window.end - window.first) * step_ms > message.ttl_ms
+            ):
+                return True
+            if not message.persistent and killed:
+                return True
+        return False
+
+    @cached_property
+    def _holding(self) -> list[tuple[Window, bool, bool]]:
+        """The windows of the topology's links that hold some link, each with whether the
+        source of one of them is killed while it holds, and whether one of them expires what
+        it holds."""
+        if not self.scenario.failures:
+            return []
+        links = [link_id(*pair) for pair in sorted(carriers(self.topology))]
+        found = []
+        for window in self.windows(links):
+            held = [link for link in window.links if window.kept or self.durable(link)]
+            killed = any(
+                window.first < first < window.end
+                for link in held
+                for first, _ in self.dead_steps(link_ends(link)[0])
+            )
+            if held:
+                found.append((window, killed, any(link in self.expiring for link in held)))
+        return found
+
+    @cached_property
+    def limits(self) -> dict[LinkId, int]:
+        """The links held by a bounded queue, with its length limit (simulations.holding)."""
+        return limited_links(self.topology)
+
+    @cached_property
+    def expiring(self) -> set[LinkId]:
+        """The links whose held copies may expire (simulations.holding.expiring_links)."""
+        return expiring_links(self.topology)
+
+    @cached_property
+    def overflows(self) -> bool:
+        """Some bounded queue may hold more than its limit: an outage of a limited link ends
+        after more publishes than the limit (whatever they route to)."""
+        if not self.scenario.failures or not self.limits:
+            return False
+        before = publishes_before(self.scenario)
+        if before[-1] <= min(self.limits.values()):
+            return False
+        return any(before[w.end] > min(self.limits.values()) for w in self.windows(sorted(self.limits)))
+
+    def cuts(self, windows: list[Window], arrivals: Callable[[LinkId, int], int]) -> Cuts:
+        """What the limited links' full queues drop in `windows` (simulations.holding.cuts),
+        given the messages that join each at each step (none unless some may overflow)."""
+        if not self.overflows:
+            return {}
+        return cuts(((w.first, w.end, w.links) for w in windows), self.limits, arrivals)
 
     def message(self, entry: int, key: int) -> tuple[str, str, dict[str, Any]]:
         """What publisher entry `entry` sends with key number `key`: (exchange, routing key,
@@ -267,16 +341,23 @@ class Walk:
     through_down: bool
 
 
+#: A message with no property that gets it dropped while held.
+DURABLE = Message()
+
+
 class Outages:
     """Which links are down when, by the failure windows over some links, and how copies
     cross them: a link down and transient loses what reaches it; one down that holds what
     reaches it (durable, or stalled) lets it on when it comes back, so the links after it
-    see it then, not when it was published."""
+    see it then, not when it was published. A copy a link holds may be dropped there instead
+    (simulations.holding): by `cuts` (what full queues drop), its TTL or its source's kill."""
 
-    def __init__(self, world: World, windows: list[Window]) -> None:
+    def __init__(self, world: World, windows: list[Window], cuts: Cuts | None = None) -> None:
         self.world = world
         self.windows = windows
-        self._walks: dict[tuple[Path, int], Walk] = {}
+        self.cuts = cuts or {}
+        self._walks: dict[tuple[Path, int, Message], Walk] = {}
+        self._kills: dict[str, list[int]] = {}
 
     def failing(self, step: int) -> bool:
         """Some window is open at this step."""
@@ -302,18 +383,39 @@ class Outages:
         ]
         return max(ends, default=step)
 
-    def walk(self, path: Path, step: int) -> Walk:
-        """A copy published at `step` along `path`: the step it reaches each link at (a link
-        down that holds it lets it on when it comes back), up to the one that loses it if one
-        does."""
+    def dropped(self, link: LinkId, step: int, message: Message) -> bool:
+        """The link holds what reaches it at `step` and drops this copy before it is back
+        (simulations.holding): a full queue's cut, the message's TTL (where the queue applies
+        it), or its source killed while it holds a message that is not persistent."""
+        release = self.release(link, step)
+        if release == step:
+            return False
+        if any(first <= step < cut for first, cut in self.cuts.get(link, ())):
+            return True
+        ttl = message.ttl_ms
+        if ttl is not None and link in self.world.expiring and self.wait_ms(link, step) > ttl:
+            return True
+        return not message.persistent and any(step < first < release for first in self._killed(link))
+
+    def _killed(self, link: LinkId) -> list[int]:
+        """The steps the link's source is killed at."""
+        source = link_ends(link)[0]
+        if source not in self._kills:
+            self._kills[source] = [first for first, _ in self.world.dead_steps(source)]
+        return self._kills[source]
+
+    def walk(self, path: Path, step: int, message: Message = DURABLE) -> Walk:
+        """A copy of `message` published at `step` along `path`: the step it reaches each
+        link at (a link down that holds it lets it on when it comes back), up to the one that
+        loses or drops it if one does."""
         if not self.failing(step):
             return Walk((step,) * len(path), step, False, False)
-        key = (path, step)
+        key = (path, step, message)
         if key not in self._walks:
             at, lost, through_down = [], False, False
             for link in path:
                 at.append(step)
-                if self.losing(link, step):
+                if self.losing(link, step) or self.dropped(link, step, message):
                     lost = True
                     break
                 through_down = through_down or self.down(link, step)

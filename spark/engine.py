@@ -22,6 +22,7 @@ from pyspark import Broadcast
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from simulations.holding import Message
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
 from simulations.workload import publisher_draws, publishing
@@ -41,10 +42,12 @@ def _quiet(stage: str, low: float, high: float) -> None:
 class _ClassPart:
     """Publishes routed class by class: each class's routes, joined with its steps."""
 
-    def __init__(self, steps: DataFrame, shared: Broadcast[Scenario], parallelism: int) -> None:
+    def __init__(
+        self, steps: DataFrame, shared: Broadcast[Scenario], parallelism: int, messages: list[Message]
+    ) -> None:
         self.steps = steps
         classes = steps.select("cid", *jobs.CLASS).distinct().repartition(parallelism)
-        self.routes = jobs.route_classes(classes, shared).cache()
+        self.routes = jobs.with_properties(jobs.route_classes(classes, shared), messages).cache()
         self.carried = jobs.carried(steps, self.routes).cache()
 
     def crossed(self) -> DataFrame:
@@ -125,6 +128,21 @@ def _union(frames: list[DataFrame]) -> DataFrame:
     return reduce(DataFrame.unionByName, frames)
 
 
+def _offered(parts: list[_ClassPart | _TreePart], failures: Failures) -> DataFrame:
+    """What the parts offer each link at each step, summed (only classes drop anything)."""
+    sums = ["messages", "bytes", "dropped", "dropped_bytes"]
+    frames = [p.offered(failures) for p in parts]
+    union = _union(
+        [
+            reduce(
+                lambda df, c: df if c in df.columns else df.withColumn(c, F.lit(0).cast("bigint")), sums, f
+            )
+            for f in frames
+        ]
+    )
+    return union.groupBy("link", "step").agg(*(F.sum(c).alias(c) for c in sums))
+
+
 def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet) -> dict[str, DataFrame]:
     """Every table of the run as a DataFrame (computed when written or collected)."""
     world = World(scenario)
@@ -144,19 +162,25 @@ def tables(spark: SparkSession, scenario: Scenario, progress: Progress = _quiet)
         parts.append(_TreePart(steps, placed, scenario, shared, parallelism))
     if not on_trees or on_trees < len(publishing(scenario)):  # (an empty workload too)
         by_class = steps.join(placed.select("entry", "node"), ["entry", "node"], "left_anti")
-        parts.append(_ClassPart(by_class, shared, parallelism))
+        parts.append(_ClassPart(by_class, shared, parallelism, [Message.of(p) for p in scenario.publishers]))
     crossed = _union([p.crossed() for p in parts]).distinct().cache()
     # Only the links a failure takes down come to the driver (a node's links, a link's ends).
     links = sorted(row.link for row in crossed.where(_failing(scenario)).collect())
-    failures = Failures.of(
-        world.windows(links), {link: world.durable(link) for link in links}, scenario.step_ms, scenario.steps
-    )
+    windows = world.windows(links)
+    durable = {link: world.durable(link) for link in links}
+    kills = {link: [first for first, _ in world.dead_steps(link.split(">")[0])] for link in links}
+    expiring = [link for link in links if link in world.expiring]
+    failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, kills=kills, expiring=expiring)
     progress("traffic", 0.4, 0.6)
-    offered = (
-        _union([p.offered(failures) for p in parts])
-        .groupBy("link", "step")
-        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
-    )
+    offered = _offered(parts, failures)
+    limited = [link for link in links if link in world.limits]
+    if world.overflows and limited:  # what full queues drop (simulations.holding): a few rows
+        held = offered.where(F.col("link").isin(*limited)).select("link", "step", "messages", "dropped")
+        arrivals = {(r.link, r.step): r.messages - r.dropped for r in held.collect()}
+        cuts = world.cuts(windows, lambda link, step: arrivals.get((link, step), 0))
+        if cuts:
+            failures = Failures.of(windows, durable, scenario.step_ms, scenario.steps, cuts, kills, expiring)
+            offered = _offered(parts, failures)
     link_df = props.link_props(crossed, shared)
     traffic = jobs.link_traffic(offered, link_df, scenario.steps, failures).cache()
     progress("outcomes", 0.6, 0.8)

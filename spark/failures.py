@@ -5,12 +5,14 @@ reference engine's do."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from simulations.holding import Cuts
 from simulations.world import LinkId, Window, World
 
 
@@ -29,15 +31,30 @@ def dead(world: World, node: Column, step: Column) -> Column:
 @dataclass(frozen=True)
 class Failures:
     """Failure windows with their links split into those that lose what arrives (transient
-    and dropped) and those that keep it (durable, or stalled: simulations.world.Window)."""
+    and dropped) and those that keep it (durable, or stalled: simulations.world.Window); what
+    a link holding copies drops (simulations.holding): its full queue's cuts (link, first
+    step, end step) and the steps its source is killed at (link, step)."""
 
     windows: tuple[tuple[int, int, tuple[LinkId, ...], tuple[LinkId, ...]], ...]
     step_ms: int
     #: The run's steps: a window ends at `steps` at the latest.
     steps: int
+    cuts: tuple[tuple[LinkId, int, int], ...] = ()
+    kills: tuple[tuple[LinkId, int], ...] = ()
+    #: The links whose held copies may expire (simulations.holding.expiring_links).
+    expiring: tuple[LinkId, ...] = ()
 
     @classmethod
-    def of(cls, windows: list[Window], durable: dict[LinkId, bool], step_ms: int, steps: int) -> Failures:
+    def of(
+        cls,
+        windows: list[Window],
+        durable: dict[LinkId, bool],
+        step_ms: int,
+        steps: int,
+        cuts: Cuts | None = None,
+        kills: dict[LinkId, list[int]] | None = None,
+        expiring: Iterable[LinkId] = (),
+    ) -> Failures:
         return cls(
             tuple(
                 (
@@ -50,6 +67,9 @@ class Failures:
             ),
             step_ms,
             steps,
+            tuple((link, first, cut) for link, spans in sorted((cuts or {}).items()) for first, cut in spans),
+            tuple((link, step) for link, steps_ in sorted((kills or {}).items()) for step in steps_),
+            tuple(sorted(expiring)),
         )
 
     def _any(self, terms: list[Column]) -> Column:
@@ -82,13 +102,32 @@ class Failures:
                 ).otherwise(found)
         return found
 
-    def walk(self, path: Column, step: Column) -> Column:
+    def dropped(self, link: Column, step: Column, persistent: Column | None, ttl_ms: Column | None) -> Column:
+        """The link holds what reaches it at `step` and drops this copy before it is back, as
+        simulations.world.Outages.dropped: a cut, the TTL (`ttl_ms`, -1: none) where the link's
+        queue applies it, or its source
+        killed while it holds a copy that is not `persistent` (None: persistent, no TTL)."""
+        release = self.release(link, step)
+        terms = [(link == name) & (step >= a) & (step < b) for name, a, b in self.cuts]
+        if ttl_ms is not None and self.expiring:
+            terms.append(link.isin(*self.expiring) & (ttl_ms >= 0) & (self.wait_ms(link, step) > ttl_ms))
+        if persistent is not None:
+            terms += [
+                ~persistent & (link == name) & (step < first) & (release > first)
+                for name, first in self.kills
+            ]
+        return (release > step) & self._any(terms) if terms else F.lit(False)
+
+    def walk(
+        self, path: Column, step: Column, persistent: Column | None = None, ttl_ms: Column | None = None
+    ) -> Column:
         """A copy published at `step` along `path`, as simulations.world.Outages.walk: a struct
-        of `after` (the step it is past the path at), `lost` and `through_down`."""
+        of `after` (the step it is past the path at), `lost` (or dropped) and `through_down`;
+        the message is `persistent`, with a TTL of `ttl_ms` (-1; None: persistent, no TTL)."""
 
         def cross(walked: Column, link: Column) -> Column:
             at = walked["after"]
-            lost = walked["lost"] | self.losing(link, at)
+            lost = walked["lost"] | self.losing(link, at) | self.dropped(link, at, persistent, ttl_ms)
             return F.struct(
                 F.when(lost, at).otherwise(self.release(link, at)).alias("after"),
                 lost.alias("lost"),

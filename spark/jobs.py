@@ -8,7 +8,7 @@ Column names: a class of publish is (entry, node, key); a step is `step`; a link
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from fnmatch import fnmatchcase
 from functools import reduce
 from typing import Any
@@ -19,9 +19,10 @@ from pyspark import Broadcast
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from simulations.holding import Message
 from simulations.scenario import Scenario
 from simulations.workload import KeyDraw, size_range, source_seed, step_counts
-from simulations.world import Gate, World
+from simulations.world import DURABLE, Gate, World
 from spark.failures import Failures
 from spark.frames import local_frame
 from spark.shipping import received
@@ -227,18 +228,42 @@ def _gates_json(gates: tuple[Gate, ...]) -> str:
 
 #: What tells two routes apart once the classes are summed away.
 ROUTE = ["kind", "link", "path", "at", "queue", "exchange", "looped", "gates"]
+#: The message's properties a held copy's fate depends on (simulations.holding), as columns
+#: routes carry when some publisher entry does not have the default (persistent, no TTL).
+PROPERTIES = ["persistent", "ttl_ms"]
+
+
+def with_properties(routes: DataFrame, messages: Sequence[Message]) -> DataFrame:
+    """`routes` (with an `entry` column) with its entry's `persistent` and `ttl_ms` (-1:
+    none), if some entry of `messages` (one per publisher entry) differs from the default."""
+    if all(message == DURABLE for message in messages):
+        return routes
+    index = F.col("entry") + 1
+    persistent = F.array(*(F.lit(m.persistent) for m in messages))
+    ttl = F.array(*(F.lit(-1 if m.ttl_ms is None else m.ttl_ms).cast("bigint") for m in messages))
+    return routes.withColumn("persistent", F.element_at(persistent, index)).withColumn(
+        "ttl_ms", F.element_at(ttl, index)
+    )
+
+
+def _properties(df: DataFrame) -> tuple[Column | None, Column | None]:
+    """The message property columns of `df`, None where it has none (the defaults)."""
+    if "persistent" not in df.columns:
+        return None, None
+    return F.col("persistent"), F.col("ttl_ms")
 
 
 def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
-    """Per route (kind, link, path, at, queue) and step, the messages and bytes it carries,
-    summed over the classes that take it (each class's messages times its copies). This is
-    the one join whose size is classes x steps x routes per class: it runs on numbers only
-    (the class number and a route number from a small table of distinct routes, numbered in
-    their sort order so that every computation of it agrees), and the routes' columns come
-    back once per route and step."""
+    """Per route (kind, link, path, at, queue, and the message's properties if routes carry
+    them) and step, the messages and bytes it carries, summed over the classes that take it
+    (each class's messages times its copies). This is the one join whose size is classes x
+    steps x routes per class: it runs on numbers only (the class number and a route number
+    from a small table of distinct routes, numbered in their sort order so that every
+    computation of it agrees), and the routes' columns come back once per route and step."""
+    route = ROUTE + [name for name in PROPERTIES if name in routes.columns]
     keyed = routes.fillna("", ["link", "at", "queue"])  # so that the route columns join
-    numbered = keyed.select(*ROUTE).distinct().withColumn("rid", F.row_number().over(Window.orderBy(*ROUTE)))
-    by_class = keyed.join(numbered, ROUTE).select("cid", "rid", "copies")
+    numbered = keyed.select(*route).distinct().withColumn("rid", F.row_number().over(Window.orderBy(*route)))
+    by_class = keyed.join(numbered, route).select("cid", "rid", "copies")
     sums = (
         steps.select("cid", "step", "messages", "bytes")
         .join(by_class, "cid")
@@ -248,24 +273,30 @@ def carried(steps: DataFrame, routes: DataFrame) -> DataFrame:
             F.sum(F.col("bytes") * F.col("copies")).alias("bytes"),
         )
     )
-    return sums.join(numbered, "rid").select(*ROUTE, "step", "messages", "bytes")
+    return sums.join(numbered, "rid").select(*route, "step", "messages", "bytes")
 
 
 def offered(carried_df: DataFrame, failures: Failures) -> DataFrame:
     """Messages and bytes offered to each link at each step (from `carried`): what every
-    crossing carries, except copies lost at an earlier link that was down and transient."""
-    return (
-        made(carried_df, failures)
-        .groupBy("link", "step")
-        .agg(F.sum("messages").alias("messages"), F.sum("bytes").alias("bytes"))
+    crossing carries, except copies lost (or dropped) at an earlier link or withdrawn; and of
+    those, what the link's source drops while holding them (`dropped`, `dropped_bytes`)."""
+    made_df = made(carried_df, failures)
+    dropped = failures.dropped(F.col("link"), F.col("step"), *_properties(carried_df))
+    return made_df.groupBy("link", "step").agg(
+        F.sum("messages").alias("messages"),
+        F.sum("bytes").alias("bytes"),
+        F.sum(F.when(dropped, F.col("messages")).otherwise(0)).alias("dropped"),
+        F.sum(F.when(dropped, F.col("bytes")).otherwise(0)).alias("dropped_bytes"),
     )
 
 
 def landed(made_df: DataFrame, failures: Failures) -> DataFrame:
     """Per (node, exchange), the copies of `made` crossings that arrive there (`published`:
-    offered to a link within the run and not lost on it) and those the node drops as looping."""
+    offered to a link within the run, neither dropped by its source nor lost on it) and those
+    the node drops as looping."""
     offered = (F.col("exchange") != "") & (F.col("step") < failures.steps)
-    arrived = made_df.where(offered & ~failures.losing(F.col("link"), F.col("step")))
+    dropped = failures.dropped(F.col("link"), F.col("step"), *_properties(made_df))
+    arrived = made_df.where(offered & ~dropped & ~failures.losing(F.col("link"), F.col("step")))
     return arrived.select(
         F.split("link", ">")[1].alias("node"),
         "exchange",
@@ -276,9 +307,10 @@ def landed(made_df: DataFrame, failures: Failures) -> DataFrame:
 
 def made(carried_df: DataFrame, failures: Failures) -> DataFrame:
     """The crossings of `carried` that are made, at the step each reaches its link (`step`):
-    not lost at an earlier link that was down and transient, nor withdrawn."""
+    not lost (or dropped) at an earlier link, nor withdrawn."""
     crossings = carried_df.where(F.col("kind") == "cross")
-    walked = crossings.withColumn("walk", failures.walk(F.col("path"), F.col("step")))
+    persistent, ttl_ms = _properties(carried_df)
+    walked = crossings.withColumn("walk", failures.walk(F.col("path"), F.col("step"), persistent, ttl_ms))
     # A copy held by a link down before this one reaches it when that link is back (past the
     # run's end: a step the links table does not have); none is sent while the bindings it
     # would be forwarded for are gone (simulations.world.Outages.withdrawn).
@@ -320,7 +352,11 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
     # The steps broadcast (a few rows): with links computed on executors, of unknown size,
     # Spark would otherwise make a cartesian product that computes the links again per pair.
     grid = links.crossJoin(F.broadcast(links.sparkSession.range(steps).withColumnRenamed("id", "step")))
-    df = grid.join(offered_df, ["link", "step"], "left").fillna(0, ["messages", "bytes"])
+    if "dropped" not in offered_df.columns:  # (no part drops anything)
+        offered_df = offered_df.withColumn("dropped", F.lit(0)).withColumn("dropped_bytes", F.lit(0))
+    df = grid.join(offered_df, ["link", "step"], "left").fillna(
+        0, ["messages", "bytes", "dropped", "dropped_bytes"]
+    )
     link, step = F.col("link"), F.col("step")
     by_step = Window.partitionBy("link").orderBy("step")
     df = (
@@ -334,8 +370,9 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
             F.sum(F.col("start").cast("int")).over(by_step.rowsBetween(Window.unboundedPreceding, 0)),
         )
     )
-    arrive = F.when(F.col("losing"), 0).otherwise(F.col("messages"))
-    arrive_b = F.when(F.col("losing"), 0).otherwise(F.col("bytes"))
+    # What the source drops never joins the backlog.
+    arrive = F.when(F.col("losing"), 0).otherwise(F.col("messages") - F.col("dropped"))
+    arrive_b = F.when(F.col("losing"), 0).otherwise(F.col("bytes") - F.col("dropped_bytes"))
     serve = F.when(F.col("down"), 0).otherwise(F.col("capacity"))
     serve_b = F.when(F.col("down"), 0).otherwise(F.col("capacity_b"))
     df = df.withColumn("backlog", backlog(arrive, serve, ["link", "segment"], "step")).withColumn(
@@ -357,6 +394,7 @@ def link_traffic(offered_df: DataFrame, links: DataFrame, steps: int, failures: 
         .otherwise(0)
         .cast("bigint")
         .alias("lost_in_flight"),
+        F.col("dropped").cast("bigint").alias("dropped"),
         "down",
         "capacity",
         F.col("backlog").cast("bigint").alias("backlog"),
@@ -402,7 +440,7 @@ def deliveries(carried_df: DataFrame, traffic: DataFrame, failures: Failures) ->
     The failure and delay columns are computed per path and step, not per class."""
     paths = carried_df.where(F.col("kind") == "deliver")
     rows = paths.join(path_delays(paths, traffic, failures), ["path", "step"], "left").withColumn(
-        "walk", failures.walk(F.col("path"), F.col("step"))
+        "walk", failures.walk(F.col("path"), F.col("step"), *_properties(carried_df))
     )
     return rows.select(
         "at",
@@ -420,7 +458,10 @@ def duplicates(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataF
     """Per queue (at, queue), the copies of one publish it gets beyond the first, summed over
     publishes: only classes that reach a queue more than once (by several paths or several
     copies on one path) can make any, so only their rows are joined with the steps."""
-    paths = routes.where(F.col("kind") == "deliver").select("cid", "at", "queue", "path", "copies")
+    properties = [name for name in PROPERTIES if name in routes.columns]
+    paths = routes.where(F.col("kind") == "deliver").select(
+        "cid", "at", "queue", "path", "copies", *properties
+    )
     many = (
         paths.groupBy("cid", "at", "queue")
         .agg(F.sum("copies").alias("total"))
@@ -429,7 +470,7 @@ def duplicates(steps: DataFrame, routes: DataFrame, failures: Failures) -> DataF
     )
     rows = paths.join(many, ["cid", "at", "queue"]).join(steps.select("cid", "step", "messages"), "cid")
     return (
-        rows.where(~failures.walk(F.col("path"), F.col("step"))["lost"])
+        rows.where(~failures.walk(F.col("path"), F.col("step"), *_properties(routes))["lost"])
         .groupBy("cid", "step", "at", "queue")
         .agg((F.first("messages") * (F.sum("copies") - 1)).alias("dups"))
         .groupBy("at", "queue")
@@ -511,7 +552,7 @@ def node_table(
         ),
         part(refused, "node", refused=F.col("messages")),
         part(traffic, "source", sent=F.col("messages")),
-        part(traffic, "destination", received=F.col("messages") - F.col("lost")),
+        part(traffic, "destination", received=F.col("messages") - F.col("lost") - F.col("dropped")),
         part(queues, "node", delivered=F.col("delivered")),
     ]
     # A union has its parts' partitions end to end (27 tiny tasks at 1,000,000 events on 2

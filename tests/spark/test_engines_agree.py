@@ -80,15 +80,17 @@ def test_small_scenario(spark: SparkSession) -> None:
 
 
 #: Publishers with their own keys on a plain forest (routed per tree) and on the fanout
-#: federation (class by class), with message properties; topic subscribers on the hubs draw
-#: from the whole key space, own keys included.
+#: federation (class by class), with message properties (a TTL longer than any outage and no
+#: node killed while holding: none is dropped, so the forest still routes them in aggregate,
+#: simulations.holding); topic subscribers on the hubs draw from the whole key space, own
+#: keys included.
 OWN_KEYS = """[[publishers]]
 nodes = "edge-*"
 exchange = "sim.topic"
 rate = 6
 keys = ["orders.eu", "orders.us", "a1.b2", "audit"]
 persistent = false
-ttl_ms = 500
+ttl_ms = 60000
 [[publishers]]
 nodes = "edge-00*"
 exchange = "sim.fanout"
@@ -281,4 +283,17 @@ def test_validate_scenarios(spark: SparkSession, name: str) -> None:
     if name == "chain-node":
         links = expected["links"]
         assert (links["messages"] - links["lost"])[links["link"] == "a>b"].sum() == 337
+    assert_same_tables(spark_tables(spark, scenario), expected)
+
+
+@pytest.mark.parametrize("name", ["holding-ttl", "holding-kill", "holding-limit"])
+def test_what_a_holding_link_drops(spark: SparkSession, name: str) -> None:
+    """A link's source queue drops copies it holds (simulations.holding; counted by hand in
+    tests/unit/test_simulation_holding.py): expired, lost with its killed node, or beyond its
+    bridge queue's limit. holding-kill and holding-limit publish on a forest, whose publishes the
+    engines route class by class when a drop may hit them (World.by_classes); both agree."""
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    assert not on_a_forest(scenario)
+    expected = reference_tables(scenario)
+    assert expected["links"]["dropped"].sum() > 0
     assert_same_tables(spark_tables(spark, scenario), expected)
