@@ -38,6 +38,7 @@ from pamqp import commands
 from federation.client import ClientError, connect
 from federation.formatting import route_peer
 from federation.management_client import ManagementClient, ManagementFailed
+from gateway.names import SYSTEM_EXCHANGES
 from gateway.wire import Content
 from simulations.events import Event, scenario_events
 from simulations.scenario import Scenario
@@ -158,7 +159,7 @@ class LiveRun:
         self.starting: dict[str, NodeProcess] = {}
         #: The scenario's queues (the nodes' own, such as bridge queues, are not compared).
         self.queues = {(queue.node, queue.name) for queue in topology.queues}
-        #: ... and its exchanges (not the nodes' own, such as the management ones).
+        #: ... and its exchanges (and the built-in ones published into; not the management ones).
         self.exchanges = {(exchange.node, exchange.name) for exchange in topology.exchanges}
         #: Queues a queue route passes on: the simulation counts what reaches them as the
         #: route's, so only what the route did not take counts (validate consumes none there).
@@ -275,7 +276,11 @@ class LiveRun:
             for record in await client.call("exchanges.list"):
                 exchange = (name, record["name"])
                 found.interest[exchange] = (record["interest"], record["interest_hops"])
-                if exchange in self.exchanges:
+                # (a built-in exchange counts where something was published into it, such as
+                # a federation's amq.data; the management ones never do)
+                if exchange in self.exchanges or (
+                    record["published"] and record["name"] not in SYSTEM_EXCHANGES
+                ):
                     found.exchanges[exchange] = int(record["published"])
                     if record["dropped_looping"]:
                         found.looped[exchange] = int(record["dropped_looping"])
