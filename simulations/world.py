@@ -366,6 +366,10 @@ class Outages:
     def down(self, link: LinkId, step: int) -> bool:
         return any(w.first <= step < w.end and link in w.links for w in self.windows)
 
+    def down_links(self, step: int) -> frozenset[LinkId]:
+        """Every link down at this step."""
+        return frozenset().union(*(w.links for w in self.windows if w.first <= step < w.end))
+
     def losing(self, link: LinkId, step: int) -> bool:
         """The link is down and transient at this step, and dropped (not stalled): what
         arrives now is lost."""

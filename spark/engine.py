@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import reduce
 
+import numpy as np
 from pyspark import Broadcast
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,7 +26,7 @@ from pyspark.sql import functions as F
 from simulations.holding import Message
 from simulations.scenario import Scenario
 from simulations.tables import COLUMNS
-from simulations.workload import publisher_draws, publishing
+from simulations.workload import matching, publisher_draws, publishing, step_counts
 from simulations.world import World, link_id
 from spark import jobs, props, trees
 from spark.failures import Failures, dead
@@ -70,8 +71,9 @@ class _ClassPart:
 
 
 class _TreePart:
-    """Publishes into plain forests, routed in aggregate per tree and run of keys (a run's
-    arrays bounded by trees.KEY_CELLS, a tree's runs spread over every core)."""
+    """Publishes into plain forests, routed in aggregate per tree, run of keys and block of
+    steps (a run's arrays bounded by trees.KEY_CELLS, a group's publishes by
+    trees.GROUP_EVENTS, a tree's runs spread over every core)."""
 
     def __init__(
         self,
@@ -83,15 +85,24 @@ class _TreePart:
     ) -> None:
         self.shared, self.parallelism = shared, parallelism
         self.keys_per_run = trees.run_keys(scenario.keys.size, len(scenario.topology.nodes), parallelism)
+        per_step = sum(
+            (
+                len(matching(scenario.topology, p.nodes)) * step_counts(scenario, p)
+                for p in scenario.publishers
+            ),
+            np.zeros(scenario.steps, dtype=np.int64),
+        )
+        blocks = trees.block_steps(per_step)
         self.partitions = 4 * parallelism
         self.on_trees = (
-            trees.with_runs(steps.join(placed, ["entry", "node"]), self.keys_per_run)
-            .repartition(self.partitions, *trees.RUN)
+            trees.with_runs(steps.join(placed, ["entry", "node"]), self.keys_per_run, blocks)
+            .repartition(self.partitions, *trees.GROUP)
             .cache()
         )
         self.runs = self.on_trees.select(*trees.RUN).distinct().cache()
+        self.groups = self.on_trees.select(*trees.GROUP).distinct()
         # What the trees' functions read: numbers only (strings cost a Python object per row).
-        self.cells = self.on_trees.select(*trees.RUN, "node_index", "key", "step", "messages", "bytes")
+        self.cells = self.on_trees.select(*trees.GROUP, "node_index", "key", "step", "messages", "bytes")
         self.carried = trees.offered(self.cells, shared, self.keys_per_run).cache()
 
     def crossed(self) -> DataFrame:
@@ -111,7 +122,9 @@ class _TreePart:
         )
         links = trees.tree_links(self.runs.select(*trees.TREE).distinct(), self.shared)
         link_ms = (
-            delayed.join(links, "link").join(self.runs, trees.TREE).repartition(self.partitions, *trees.RUN)
+            delayed.join(links, "link")
+            .join(self.groups, trees.TREE)
+            .repartition(self.partitions, *trees.GROUP)
         )
         return trees.deliveries(self.cells, link_ms, self.shared, self.keys_per_run)
 

@@ -24,7 +24,7 @@ from pyspark import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from simulations.hops import Bins, TreeTraffic
+from simulations.hops import Bins, Delays, LinkArray, TreeShape, TreeTraffic
 from simulations.scenario import Scenario
 from simulations.workload import headers_of, routing_key
 from simulations.world import LinkId, Outages, World, link_id
@@ -34,6 +34,13 @@ from spark.jobs import world_of
 #: of its keys is numbered `run` (keys run x run_keys onwards).
 TREE = ["exchange", "tree"]
 RUN = [*TREE, "run"]
+#: A group of a tree's work, one task's pandas frame: a run of keys in a block of steps
+#: (steps block x block_steps onwards).
+GROUP = [*RUN, "block"]
+#: Publishes one group takes at most. The keys are drawn by Zipf's law, so a run of keys is no
+#: bound: regions-10k's first run of 125 keys held three quarters of its 10 million publishes,
+#: one pandas frame of 7 million rows in one worker; at 100,000 nodes it would hold 60 million.
+GROUP_EVENTS = 2_000_000
 #: Cells (nodes x keys) of one task's arrays at most, so that a task's memory does not grow
 #: with the tree: regions-10k's one tree of 10,000 nodes x 1,000 keys made arrays of 80 MB
 #: each (a step's bins hold dozens), 100,000 nodes would make them 800 MB.
@@ -50,6 +57,12 @@ def run_keys(keys: int, nodes: int, parallelism: int) -> int:
     """Keys per run: a tree of up to `nodes` nodes makes arrays of at most KEY_CELLS cells, and
     its keys make four runs per core at least (so one tree keeps every core busy)."""
     return max(1, min(KEY_CELLS // max(1, nodes), -(-keys // (4 * parallelism))))
+
+
+def block_steps(per_step: np.ndarray) -> int:
+    """Steps per block: a block of a run's keys holds at most GROUP_EVENTS publishes, given
+    the publishes of each step (`per_step`, over every publishing node)."""
+    return max(1, GROUP_EVENTS // max(1, int(per_step.max(initial=0))))
 
 
 def placed(sources: DataFrame, scenario: Broadcast[Scenario]) -> DataFrame:
@@ -115,13 +128,47 @@ def routed_keys(runs: DataFrame, scenario: Broadcast[Scenario], keys_per_run: in
     return runs.mapInPandas(routed, "exchange string, tree int, key int")
 
 
-def with_runs(tree_rows: DataFrame, keys_per_run: int) -> DataFrame:
-    """`tree_rows` (with a `key`) with the number of the run of keys each row's key is in."""
-    return tree_rows.withColumn("run", F.expr(f"cast(key div {keys_per_run} as int)"))
+def with_runs(tree_rows: DataFrame, keys_per_run: int, steps_per_block: int) -> DataFrame:
+    """`tree_rows` (with a `key` and a `step`) with the number of the run of keys each row's
+    key is in and of the block of steps its step is in."""
+    return tree_rows.withColumn("run", F.expr(f"cast(key div {keys_per_run} as int)")).withColumn(
+        "block", F.expr(f"cast(step div {steps_per_block} as int)")
+    )
 
 
 def _run(run: int, keys_per_run: int, keys: int) -> range:
     return range(run * keys_per_run, min(keys, (run + 1) * keys_per_run))
+
+
+class _Shape:
+    """What every run of a tree's keys shares on a worker, made once per tree (at 100,000 nodes
+    the links' failure windows and latencies took 5.6 s, the tree's shape 1.4 s: per run of
+    keys, 50 runs and two passes, 700 s): the tree's TreeShape, the failures over its links,
+    its links' latencies and its number of each node of the topology."""
+
+    def __init__(self, world: World, exchange: str, number: int) -> None:
+        forest = world.plain_forest(exchange)
+        assert forest is not None
+        self.forest = forest
+        self.shape = TreeShape.of(forest, number)
+        links = [link for link in (*self.shape.up_links, *self.shape.down_links) if link]
+        self.outages = Outages(world, world.windows(links))
+        latency = {link: world.props(link).latency_ms for link in links}
+        #: Each node's link up's and link down's latency, by the tree's numbers (hops.Delays).
+        up, down = (
+            np.array([latency[link] if link else 0 for link in ends], dtype=np.int64)
+            for ends in (self.shape.up_links, self.shape.down_links)
+        )
+        self.latency = (up, down)
+        #: The tree's number of each node by its place in the topology (-1: not on the tree).
+        self.local = np.array(
+            [self.shape.index.get(node, -1) for node in world.scenario.topology.nodes], dtype=np.int64
+        )
+
+
+#: Each worker's shapes by (its World's id, exchange, tree); the World is kept alive by
+#: spark.jobs.world_of, so its id stays its own.
+_shapes: dict[tuple[int, str, int], _Shape] = {}
 
 
 class _Tree:
@@ -129,20 +176,32 @@ class _Tree:
     failures over its links and its links' latencies."""
 
     def __init__(self, world: World, exchange: str, number: int, run: range) -> None:
-        forest = world.plain_forest(exchange)
-        assert forest is not None
-        self.traffic = TreeTraffic(forest, number, world.scenario.keys, run)
-        links = [link for link in (*self.traffic.up_links, *self.traffic.down_links) if link]
-        self.outages = Outages(world, world.windows(links))
-        self.latency = {link: world.props(link).latency_ms for link in links}
+        shape = _shapes.get((id(world), exchange, number))
+        if shape is None:
+            shape = _shapes[(id(world), exchange, number)] = _Shape(world, exchange, number)
+        self.traffic = TreeTraffic(shape.forest, number, world.scenario.keys, run, shape.shape)
+        self.outages, self.latency, self.local = shape.outages, shape.latency, shape.local
         self.steps_count = world.scenario.steps
-        #: The tree's number of each node by its place in the topology (-1: not on the tree).
-        self.local = np.full(len(world.scenario.topology.nodes), -1, dtype=np.int64)
-        for number, node in enumerate(world.scenario.topology.nodes):
-            self.local[number] = self.traffic.index.get(node, -1)
         #: The node and the queue of each (node, queue) pair the tree delivers to, by number.
         self.pair_nodes = np.array([node for node, _ in self.traffic.pairs], dtype=object)
         self.pair_queues = np.array([queue for _, queue in self.traffic.pairs], dtype=object)
+
+    def delays(self, frame: pd.DataFrame) -> Delays:
+        """The links' delays from rows (link, step, link_ms) where a link's is not its latency."""
+        by_step: dict[int, list[tuple[int, int, int]]] = {}
+        for link, step, ms in zip(frame["link"], frame["step"], frame["link_ms"], strict=True):
+            by_step.setdefault(int(step), []).append((*self.traffic.place[str(link)], int(ms)))
+
+        def at(step: int) -> tuple[np.ndarray, np.ndarray]:
+            found = by_step.get(step)
+            if not found:
+                return self.latency
+            up, down = self.latency[0].copy(), self.latency[1].copy()
+            for number, column, ms in found:
+                (up if column == 0 else down)[number] = ms
+            return up, down
+
+        return at
 
     def steps(self, frame: pd.DataFrame) -> Iterator[tuple[int, np.ndarray]]:
         """Each step of a group's rows (node_index, key, step, messages, bytes) with its
@@ -160,20 +219,28 @@ class _Tree:
             yield int(step), self.traffic.dense(cells[steps == step])
 
 
-def _tree(scenario: Broadcast[Scenario], group: tuple[str, int, int], keys_per_run: int) -> _Tree:
-    """The group's run of its tree (each group is one run: nothing is kept for the next)."""
+#: A worker's last _Tree, by (its World's id, exchange, tree, run): a task's groups come in
+#: the order of their keys, so one run's blocks of steps come one after the other.
+_last: dict[tuple[int, str, int, int], _Tree] = {}
+
+
+def _tree(scenario: Broadcast[Scenario], group: tuple[str, int, int, int], keys_per_run: int) -> _Tree:
+    """The group's run of its tree, made again only for another run."""
     world = world_of(scenario)
-    exchange, tree, run = str(group[0]), int(group[1]), int(group[2])
-    return _Tree(world, exchange, tree, _run(run, keys_per_run, world.scenario.keys.size))
+    key = (id(world), str(group[0]), int(group[1]), int(group[2]))
+    if key not in _last:
+        _last.clear()
+        _last[key] = _Tree(world, key[1], key[2], _run(key[3], keys_per_run, world.scenario.keys.size))
+    return _last[key]
 
 
 def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int) -> DataFrame:
-    """Tree publishes (exchange, tree, run, node_index, key, step, messages, bytes) -> per link
-    and step, the messages and bytes the link carries (on the tree's exchange), and whether it
-    is `crossed` by some publish (lost on the way or not: the links table has every crossed
+    """Tree publishes (exchange, tree, run, block, node_index, key, step, messages, bytes) -> per
+    link and step, the messages and bytes the link carries (on the tree's exchange), and whether
+    it is `crossed` by some publish (lost on the way or not: the links table has every crossed
     link). A link's rows come from each run of keys: their sums add up."""
 
-    def offer(group: tuple[str, int, int], frame: pd.DataFrame) -> pd.DataFrame:
+    def offer(group: tuple[str, int, int, int], frame: pd.DataFrame) -> pd.DataFrame:
         tree = _tree(scenario, group, keys_per_run)
         rows: list[tuple[str, LinkId, int, int, int, bool]] = []
         for step, published in tree.steps(frame):
@@ -192,36 +259,42 @@ def offered(tree_steps: DataFrame, scenario: Broadcast[Scenario], keys_per_run: 
             rows += [(group[0], link, step, 0, 0, True) for link in crossed]
         return pd.DataFrame(rows, columns=["exchange", "link", "step", "messages", "bytes", "crossed"])
 
-    return tree_steps.groupBy(*RUN).applyInPandas(offer, OFFERED_SCHEMA)
+    return tree_steps.groupBy(*GROUP).applyInPandas(offer, OFFERED_SCHEMA)
 
 
 def deliveries(
     tree_steps: DataFrame, link_ms: DataFrame, scenario: Broadcast[Scenario], keys_per_run: int
 ) -> DataFrame:
     """Tree publishes (as for `offered`) and the delay of the trees' links (exchange, tree,
-    run, link, step, link_ms: latency plus queueing delay, where that is not the latency
+    run, block, link, step, link_ms: latency plus queueing delay, where that is not the latency
     alone) -> rows of spark.jobs.deliveries without the step: per queue the copies delivered
     by hops, delay and whether a link was down on the way, the copies lost, and (with no
     copies) the most hops any copy takes."""
 
-    def deliver(group: tuple[str, int, int], frame: pd.DataFrame, delays: pd.DataFrame) -> pd.DataFrame:
+    def deliver(group: tuple[str, int, int, int], frame: pd.DataFrame, delays: pd.DataFrame) -> pd.DataFrame:
         tree = _tree(scenario, group, keys_per_run)
         traffic = tree.traffic
-        ms = dict(
-            zip(zip(delays["link"], delays["step"].astype(int), strict=True), delays["link_ms"], strict=True)
-        )
-
-        def delay(link: LinkId, step: int) -> int:
-            return int(ms.get((link, step), tree.latency[link]))
-
         delivered: Bins = {}
         lost = np.zeros(len(traffic.pairs), dtype=np.int64)
         max_hops = np.full(len(traffic.pairs), -1)
+        delays_at = tree.delays(delays)
+        # What a step delivers depends on its publishes and its links' table alone, linearly:
+        # steps in a row with one table are worked out once, on their sum (every step of a run
+        # without failures or queueing: 120 passes over the tree's arrays become one).
+        pending: tuple[np.ndarray, LinkArray] | None = None
         for step, published in tree.steps(frame):
             messages = published[:, :, 0]
             if tree.outages.failing(step):  # copies lost on the way still count for max_hops
                 max_hops = np.maximum(max_hops, traffic.reach(messages))
-            lost += traffic.outcomes(messages, traffic.states(tree.outages, step, delay), delivered)
+            links = traffic.states(tree.outages, step, delays_at)
+            if pending is not None and np.array_equal(pending[1].table, links.table):
+                pending[0][...] += messages
+                continue
+            if pending is not None:
+                lost += traffic.outcomes(*pending, delivered)
+            pending = (messages.copy(), links)
+        if pending is not None:
+            lost += traffic.outcomes(*pending, delivered)
         rows = _Rows(tree)
         rows.add(np.flatnonzero(lost), lost, 0, 0, lost=True, through_down=False)
         for (hops, delay_ms, through_down), got in delivered.items():
@@ -232,7 +305,9 @@ def deliveries(
         rows.add(reached, np.zeros_like(lost), max_hops[reached], 0, lost=False, through_down=False)
         return rows.frame()
 
-    return tree_steps.groupBy(*RUN).cogroup(link_ms.groupBy(*RUN)).applyInPandas(deliver, DELIVERIES_SCHEMA)
+    return (
+        tree_steps.groupBy(*GROUP).cogroup(link_ms.groupBy(*GROUP)).applyInPandas(deliver, DELIVERIES_SCHEMA)
+    )
 
 
 class _Rows:
