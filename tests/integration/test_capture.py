@@ -5,11 +5,7 @@ delivered into the other nodes' exchanges), the keys, the sizes and the bindings
 
 from __future__ import annotations
 
-import queue
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +15,7 @@ import pytest
 from simulations.captured import load_workload
 from tests.integration.test_topology_up import RunningUp, running
 from tests.nodes import on_free_ports
+from tests.running import RunningCommand
 
 TOPOLOGY = Path(__file__).parent / "capture" / "star-topology.toml"
 #: The capture's window: long enough for the publishes below and their hops on 2 busy cores.
@@ -55,11 +52,11 @@ def channel(port: int) -> pika.adapters.blocking_connection.BlockingChannel:
     return opened
 
 
-class Capture:
+class Capture(RunningCommand):
     """`amq-sim capture` running in the background, its output read line by line."""
 
     def __init__(self, topology: Path, output: Path) -> None:
-        self.process = subprocess.Popen(
+        super().__init__(
             [
                 sys.executable,
                 "-c",
@@ -71,35 +68,12 @@ class Capture:
                 f"{WINDOW}s",
                 "-o",
                 str(output),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            ]
         )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-
-    def expect(self, prefix: str) -> None:
-        deadline = time.monotonic() + CAPTURE_TIMEOUT
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError("no such line:\n" + "".join(self.seen)) from None
-            self.seen.append(line)
-            if line.startswith(prefix):
-                return
 
     def finish(self) -> str:
         self.process.wait(CAPTURE_TIMEOUT)
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
+        self.rest(CAPTURE_TIMEOUT)
         return "".join(self.seen)
 
 
@@ -108,7 +82,7 @@ def capture_published(topology: Path, ports: dict[str, int], output: Path) -> st
     window; its output."""
     capture = Capture(topology, output)
     try:
-        capture.expect("capture: read 3 nodes")
+        capture.expect(lambda line: line.startswith("capture: read 3 nodes"), CAPTURE_TIMEOUT)
         for node, exchange, key, size, count in PUBLISHED:
             publishing = channel(ports[node])
             for _ in range(count):

@@ -6,13 +6,11 @@ Ctrl-C)."""
 from __future__ import annotations
 
 import os
-import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +18,7 @@ from pathlib import Path
 import trio
 
 from tests.nodes import on_free_ports
+from tests.running import RunningCommand
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Bounds for a whole `up` run on 2 busy cores: start, apply, links up, traffic, stop.
@@ -36,35 +35,14 @@ def up_command(topology: Path, var: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "gateway.cli", "up", str(topology), "--var", str(var), *extra]
 
 
-class RunningUp:
+class RunningUp(RunningCommand):
     """`amq-gateway up` running in the background, its output read line by line with bounds."""
 
     def __init__(self, topology: Path, var: Path, *extra: str) -> None:
-        self.process = subprocess.Popen(
-            up_command(topology, var, *extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line)
-        self.lines.put("")  # the end of the output
+        super().__init__(up_command(topology, var, *extra))
 
     def expect(self, wanted: Callable[[str], bool], timeout: float = RUN_TIMEOUT) -> str:
-        """The first line from now on for which `wanted` is true; fails if up ends or is silent."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError("no such line within the bound:\n" + "".join(self.seen)) from None
-            assert line, "up ended first:\n" + "".join(self.seen)
-            self.seen.append(line)
-            if wanted(line):
-                return line
+        return super().expect(wanted, timeout)
 
     def pid_of(self, node: str) -> int:
         """The pid of `node` as up's last `started`/`restarted` line gave it."""
@@ -78,10 +56,7 @@ class RunningUp:
         """Ctrl-C, and the rest of the output once up has ended."""
         self.process.send_signal(signal.SIGINT)
         self.process.wait(60)
-        rest: list[str] = []
-        while (line := self.lines.get(timeout=10)) != "":
-            rest.append(line)
-        return "".join(rest)
+        return self.rest(10)
 
     def close(self) -> None:
         """Stop up (and so its nodes) if a test failed before it did."""
