@@ -10,6 +10,23 @@ import pytest
 
 from tests.nodes import NodeProcess, start_node
 
+#: The Spark tests' folder, as node ids start.
+SPARK_TESTS = "tests/spark/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (`./dev test`) tests go to workers one by one, except tests/spark,
+    which all go to one worker: the suite starts one SparkSession (one JVM) rather than one
+    per worker on the same cores. (xdist's own `--dist loadgroup` cannot do it under pytest
+    9: it renames the node ids through an attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else nodeid
+
+    return SparkTogether(config, log)
+
 
 @pytest.fixture(scope="session")
 def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:

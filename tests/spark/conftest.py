@@ -47,15 +47,6 @@ wildcards = 0.3
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `./dev test` (pytest-xdist, `--dist loadgroup`) every Spark test runs in one
-    worker, so the suite starts one SparkSession (one JVM), not one per worker."""
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group("spark"))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def quick_jit() -> Iterator[None]:
     before = os.environ.get("JDK_JAVA_OPTIONS")
