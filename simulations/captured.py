@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gateway.logformat import escape_controls
 from gateway.tomlfile import ConfigError, TomlFile, integer, parse_toml, read_toml, text
 from simulations.grow import grow, grown_names
 from simulations.schema import _routing_key, _routing_keys, number
@@ -180,8 +181,10 @@ def _read(doc: TomlFile) -> Workload:
 
 def workload_toml(workload: Workload) -> str:
     """The workload as a file `load_workload` reads back (its notes as comments on top)."""
-    lines = [f"# {note}" if note else "#" for note in workload.notes]
-    lines += [f"# note: {finding}" for finding in workload.findings]
+    # (a note may quote a name from the nodes, any client's string: a newline would end the
+    # comment and write TOML of its own)
+    lines = [f"# {escape_controls(note)}" if note else "#" for note in workload.notes]
+    lines += [f"# note: {escape_controls(finding)}" for finding in workload.findings]
     lines += ["", "[capture]"]
     if workload.topology:
         lines.append(f"topology = {_string(workload.topology)}")
@@ -310,4 +313,5 @@ def summary(workload: Workload) -> list[str]:
             f"  {p.node:<14} {p.exchange:<14} {p.rate:>10.2f} msg/s ({p.messages}{size})  keys {keys}"
         )
     rows += [f"  bound: {b.node} {b.exchange} -> {b.queue} {b.key!r}" for b in workload.bindings]
-    return rows + [f"note: {finding}" for finding in workload.findings]
+    rows += [f"note: {finding}" for finding in workload.findings]
+    return [escape_controls(row) for row in rows]  # (names and keys are clients' strings)

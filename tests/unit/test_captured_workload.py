@@ -16,6 +16,7 @@ from simulations.captured import (
     WorkloadError,
     duration_seconds,
     load_workload_text,
+    summary,
     workload_toml,
 )
 from simulations.cli import main
@@ -90,6 +91,23 @@ def test_a_workload_reads_back_as_written() -> None:
     assert read.bindings == written.bindings
     assert (read.seconds, read.topology, read.started) == (60.25, written.topology, written.started)
     assert workload_toml(written).startswith("# captured for a test\n")
+
+
+def test_names_from_the_nodes_cannot_write_into_the_workload_file_or_the_console() -> None:
+    """An exchange's name is any client's string: a finding that quotes one with a newline
+    stays a comment (no publisher of its own in the file), and the console shows it escaped."""
+    evil = 'x\n[[publishers]]\nnode = "hub-eu"\nexchange = "t"\nrate = 1e6\nkeys = ["k"]\x1b[2J'
+    written = Workload(
+        seconds=1.0,
+        publishers=(CapturedPublisher("hub-eu", evil, 1.0, ("k\x1b[31m",), 1),),
+        findings=(f"hub-eu {evil}: not in the topology file",),
+    )
+    text = workload_toml(written)
+    read = load_workload_text(text, "w.toml")
+    assert read.publishers == written.publishers
+    assert all(line.startswith("#") for line in text.split("[capture]")[0].splitlines() if line)
+    for row in summary(written):
+        assert "\n" not in row and "\x1b" not in row, row
 
 
 def test_a_bad_workload_file_names_every_problem_at_its_line() -> None:
